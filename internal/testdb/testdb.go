@@ -1,0 +1,103 @@
+// Package testdb gives tests a real Postgres: a pool on TEST_DATABASE_URL and throwaway migrated
+// schemas, so that runs never collide. Without a URL, tests skip locally and fail under CI (CI set).
+package testdb
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+// URL returns the test database URL: TEST_DATABASE_URL, else DATABASE_URL. It skips the test when
+// neither is set, unless CI is set, where it fails: CI must never pass by skipping.
+func URL(t testing.TB) string {
+	t.Helper()
+	url := cmp.Or(os.Getenv("TEST_DATABASE_URL"), os.Getenv("DATABASE_URL"))
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("testdb: TEST_DATABASE_URL is not set; run the tests with `make test`")
+		}
+		t.Skip("testdb: TEST_DATABASE_URL is not set; run the tests with `make test`")
+	}
+	return url
+}
+
+// PoolConfig returns a pool configuration for the test database with an empty search_path, so that
+// any statement that forgets to qualify a table with its schema fails.
+func PoolConfig(t testing.TB) *pgxpool.Config {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = ""
+	cfg.ConnConfig.RuntimeParams["application_name"] = "sluice-test"
+	return cfg
+}
+
+// Pool returns a new pool on the test database, closed at the end of the test.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return PoolWith(t, PoolConfig(t))
+}
+
+// PoolWith returns a new pool from cfg, closed at the end of the test.
+func PoolWith(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, pool.Ping(ctx))
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// NewSchemaName returns a fresh schema name.
+func NewSchemaName() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "sluice_test_" + hex.EncodeToString(b)
+}
+
+var migrateMu sync.Mutex
+
+// Schema creates a fresh migrated schema on pool's database and drops it at the end of the test. It
+// returns the schema's name.
+func Schema(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	schema := NewSchemaName()
+	ctx := context.Background()
+	migrateMu.Lock() // DDL from many parallel tests at once only adds catalog lock waits
+	_, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: schema})
+	migrateMu.Unlock()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		if err != nil {
+			t.Logf("testdb: drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// Queue returns a queue over a fresh migrated schema on a new pool.
+func Queue(t testing.TB, opts pgqueue.Options) *pgqueue.Queue {
+	t.Helper()
+	pool := Pool(t)
+	opts.Schema = Schema(t, pool)
+	q, err := pgqueue.New(pool, opts)
+	require.NoError(t, err)
+	return q
+}

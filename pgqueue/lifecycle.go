@@ -1,0 +1,364 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RenewLease records that owner is alive until ttl from now. A process renews its lease well within
+// ttl; once it lapses, any other process may hand the owner's tickets back to Temporal.
+func (q *Queue) RenewLease(ctx context.Context, owner string, ttl time.Duration) error {
+	if owner == "" {
+		return errors.New("pgqueue: RenewLease: owner must not be empty")
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("pgqueue: RenewLease: ttl must be > 0, got %s", ttl)
+	}
+	_, err := q.pool.Exec(ctx, q.s(`INSERT INTO {s}.sluice_owner (id, lease_expires_at)
+		VALUES ($1, coalesce($2::timestamptz, clock_timestamp()) + $3::interval)
+		ON CONFLICT (id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at`), owner, q.nowArg(), ttl)
+	if err != nil {
+		return fmt.Errorf("pgqueue: renew lease of %q: %w", owner, err)
+	}
+	return nil
+}
+
+// DropLease removes owner's lease, as a process does when it stops after handing its tickets back.
+func (q *Queue) DropLease(ctx context.Context, owner string) error {
+	_, err := q.pool.Exec(ctx, q.s(`DELETE FROM {s}.sluice_owner WHERE id = $1`), owner)
+	return err
+}
+
+// TakeAdmitted moves up to max of owner's admitted tickets to running and returns them: the owner runs
+// each exactly once, whichever process admitted it.
+func (q *Queue) TakeAdmitted(ctx context.Context, owner string, max int) ([]Ticket, error) {
+	if max <= 0 {
+		max = DefaultClaimMax
+	}
+	ts, err := collectTickets(q.pool.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'running'
+		WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE owner = $1 AND state = 'admitted'
+			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+		RETURNING `+ticketColumns), owner, max))
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: take admitted tickets of %q: %w", owner, err)
+	}
+	return ts, nil
+}
+
+// release gives back the reservations of tickets (each admitted or running, locked by the caller) on
+// every limit they hold, reconciling the token budget with actual usage where it is known. Limit rows
+// are locked in key order, waiting: a release is short and must not be skipped.
+func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []int64, now time.Time) error {
+	var keys []string
+	for _, t := range ts {
+		keys = append(keys, t.LimitKeys...)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := q.lockLimits(ctx, tx, keys, false)
+	if err != nil {
+		return err
+	}
+	for i, t := range ts {
+		for _, k := range t.LimitKeys {
+			r := rows[k]
+			if r == nil { // the limit was deleted while the ticket ran
+				continue
+			}
+			r.state = r.limit.Release(r.state, now, t.Cost, actual[i])
+			r.dirty = true
+		}
+	}
+	if err := q.saveLimits(ctx, tx, rows); err != nil {
+		return err
+	}
+	slices.Sort(keys)
+	return q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
+}
+
+// CompleteParams describes a finished run.
+type CompleteParams struct {
+	// TicketID is the ticket, admitted or running. Required.
+	TicketID int64
+	// ActualCost is the usage the activity reported, reconciled against the reservation. Negative
+	// means not reported: the reservation stands as spent.
+	ActualCost int64
+	// OutcomeKind and Outcome are stored for delivery to Temporal (an encoded result or failure).
+	OutcomeKind string
+	Outcome     []byte
+}
+
+// Complete releases a ticket's limits and records its outcome for delivery, in one transaction: the
+// outcome is durable before anyone reports it, so it survives the process that ran the work. It
+// returns ErrNotFound when the ticket is not admitted or running (it was handed back, or completed).
+func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
+	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+			WHERE id = $1 AND state IN ('admitted', 'running') FOR UPDATE`), p.TicketID))
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return ErrNotFound
+		}
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := q.release(ctx, tx, ts, []int64{p.ActualCost}, now); err != nil {
+			return err
+		}
+		var actual any
+		if p.ActualCost >= 0 {
+			actual = p.ActualCost
+		}
+		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'finished', finished_at = $2, deliver_after = $2,
+			actual_cost = $3, outcome_kind = $4, outcome = $5 WHERE id = $1`), p.TicketID, now, actual, p.OutcomeKind, p.Outcome)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("pgqueue: complete ticket %d: %w", p.TicketID, err)
+	}
+	return err
+}
+
+// RequeueParams describes a ticket to put back in line.
+type RequeueParams struct {
+	// TicketID is the ticket, admitted or running. Required.
+	TicketID int64
+	// NotBefore keeps the ticket out of admission until then. Zero means at once.
+	NotBefore time.Time
+	// ActualCost is the usage to reconcile, as in CompleteParams. A provider's 429 usually counts the
+	// request but no tokens: pass 0 to give the tokens back, or negative to keep them spent.
+	ActualCost int64
+	// PauseKeys are paused until PauseUntil, on every replica (a 429's Retry-After).
+	PauseKeys  []string
+	PauseUntil time.Time
+}
+
+// Requeue puts an admitted or running ticket back in line at its old place, releasing its limits,
+// without spending a Temporal attempt. It returns ErrNotFound when the ticket is in no such state.
+func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
+	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+			WHERE id = $1 AND state IN ('admitted', 'running') FOR UPDATE`), p.TicketID))
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return ErrNotFound
+		}
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// Lock the paused keys with the ticket's own, in one key-ordered statement, so that this
+		// transaction never waits on one key while holding a later one.
+		if _, err := q.lockLimits(ctx, tx, append(slices.Clone(ts[0].LimitKeys), p.PauseKeys...), false); err != nil {
+			return err
+		}
+		if err := q.release(ctx, tx, ts, []int64{p.ActualCost}, now); err != nil {
+			return err
+		}
+		if len(p.PauseKeys) > 0 && p.PauseUntil.After(now) {
+			if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET paused_until = greatest(paused_until, $2), updated_at = now()
+				WHERE key = ANY($1)`), p.PauseKeys, p.PauseUntil); err != nil {
+				return err
+			}
+		}
+		var notBefore any
+		if !p.NotBefore.IsZero() {
+			notBefore = p.NotBefore
+		}
+		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'queued', admitted_at = NULL,
+			not_before = coalesce($2::timestamptz, '-infinity'), requeues = requeues + 1 WHERE id = $1`), p.TicketID, notBefore)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("pgqueue: requeue ticket %d: %w", p.TicketID, err)
+	}
+	return err
+}
+
+// Cancel removes a ticket that has not started: a queued ticket is deleted, an admitted one releases
+// its reservation in full first (nothing ran). It returns ErrNotFound when the ticket is running or
+// gone; a running ticket is cancelled through its context and then completed.
+func (q *Queue) Cancel(ctx context.Context, id int64) error {
+	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+		ts, err := collectTickets(tx.Query(ctx, q.s(`DELETE FROM {s}.sluice_ticket
+			WHERE id = $1 AND state IN ('queued', 'admitted') RETURNING `+ticketColumns), id))
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return ErrNotFound
+		}
+		if ts[0].State != TicketStateAdmitted {
+			return nil
+		}
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return q.release(ctx, tx, ts, []int64{0}, now)
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("pgqueue: cancel ticket %d: %w", id, err)
+	}
+	return err
+}
+
+// HandBackParams bounds one hand-back.
+type HandBackParams struct {
+	// Owner, when set, hands back that owner's unfinished tickets whatever its lease says: a process
+	// stopping gracefully does this for itself. When empty, the tickets of every owner whose lease
+	// has expired are handed back.
+	Owner string
+	// Max is the most tickets handed back by one call. Defaults to DefaultClaimMax.
+	Max int
+}
+
+// HandBack takes the unfinished tickets (queued, admitted or running) of dead owners, or of
+// p.Owner, releases the limits those that were admitted hold (keeping their reservation as spent:
+// the call may have reached the provider), and marks them finished with OutcomeHandedBack, to be
+// reported to Temporal as a retryable failure by whoever delivers outcomes. The retry's ticket takes
+// the same place in line. It returns the tickets handed back.
+func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error) {
+	if p.Max <= 0 {
+		p.Max = DefaultClaimMax
+	}
+	var out []Ticket
+	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket t
+			WHERE state IN ('queued', 'admitted', 'running') AND (
+				($1 <> '' AND owner = $1) OR
+				($1 = '' AND NOT EXISTS (SELECT 1 FROM {s}.sluice_owner o WHERE o.id = t.owner AND o.lease_expires_at > $2)))
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`), p.Owner, now, p.Max))
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			return nil
+		}
+		var held []Ticket
+		var ids []int64
+		for _, t := range ts {
+			ids = append(ids, t.ID)
+			if t.State == TicketStateAdmitted || t.State == TicketStateRunning {
+				held = append(held, t)
+			}
+		}
+		actual := make([]int64, len(held))
+		for i := range actual {
+			actual[i] = -1
+		}
+		if err := q.release(ctx, tx, held, actual, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'finished', finished_at = $2, deliver_after = $2,
+			outcome_kind = $3, outcome = NULL WHERE id = ANY($1)`), ids, now, OutcomeHandedBack); err != nil {
+			return err
+		}
+		for i := range ts {
+			ts[i].State, ts[i].FinishedAt, ts[i].OutcomeKind, ts[i].Outcome = TicketStateFinished, now, OutcomeHandedBack, nil
+		}
+		out = ts
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: hand back tickets: %w", err)
+	}
+	return out, nil
+}
+
+// TakeDeliveries returns up to max finished tickets whose outcome is due for delivery to Temporal, and
+// pushes their next delivery back by retry, so that if this process dies before acknowledging them
+// another delivers them then. Any process may deliver any outcome: it has the task token.
+func (q *Queue) TakeDeliveries(ctx context.Context, max int, retry time.Duration) ([]Ticket, error) {
+	if max <= 0 {
+		max = DefaultClaimMax
+	}
+	ts, err := collectTickets(q.pool.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET deliveries = deliveries + 1,
+			deliver_after = coalesce($1::timestamptz, clock_timestamp()) + $3::interval
+		WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE state = 'finished'
+			AND deliver_after <= coalesce($1::timestamptz, clock_timestamp())
+			ORDER BY deliver_after, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+		RETURNING `+ticketColumns), q.nowArg(), max, retry))
+	if err != nil {
+		return nil, fmt.Errorf("pgqueue: take deliveries: %w", err)
+	}
+	return ts, nil
+}
+
+// Delivered acknowledges that Temporal accepted (or no longer knows) ticket id's outcome: the row is
+// deleted, or, for a handed-back ticket, kept as returned so that the retry finds its place.
+func (q *Queue) Delivered(ctx context.Context, id int64) error {
+	_, err := q.pool.Exec(ctx, q.s(`WITH d AS (
+			DELETE FROM {s}.sluice_ticket WHERE id = $1 AND state = 'finished' AND outcome_kind IS DISTINCT FROM $2 RETURNING id)
+		UPDATE {s}.sluice_ticket SET state = 'returned', outcome = NULL, task_token = NULL
+		WHERE id = $1 AND state = 'finished' AND outcome_kind = $2`), id, OutcomeHandedBack)
+	if err != nil {
+		return fmt.Errorf("pgqueue: acknowledge ticket %d: %w", id, err)
+	}
+	return nil
+}
+
+// PruneParams bounds Prune.
+type PruneParams struct {
+	// ReturnedAge is how long a returned ticket keeps its place for a retry. Defaults to 1 hour.
+	ReturnedAge time.Duration
+	// OwnerAge is how long after its lease lapsed an owner row with no tickets is kept. Defaults to
+	// 1 hour.
+	OwnerAge time.Duration
+}
+
+// Prune deletes returned tickets and lapsed owners older than the bounds, and fairness rows of idle
+// keys. It is maintenance: any process may run it, any number of times.
+func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
+	if p.ReturnedAge <= 0 {
+		p.ReturnedAge = time.Hour
+	}
+	if p.OwnerAge <= 0 {
+		p.OwnerAge = time.Hour
+	}
+	var n int64
+	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, stmt := range []struct {
+			sql  string
+			args []any
+		}{
+			{`DELETE FROM {s}.sluice_ticket WHERE state = 'returned' AND finished_at < $1`, []any{now.Add(-p.ReturnedAge)}},
+			{`DELETE FROM {s}.sluice_owner o WHERE lease_expires_at < $1
+				AND NOT EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.owner = o.id AND t.state IN ('queued', 'admitted', 'running'))`,
+				[]any{now.Add(-p.OwnerAge)}},
+			// A fairness key whose finish tag is behind its line's virtual time has no credit left: its
+			// row would give a new ticket the line's virtual time anyway.
+			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
+		} {
+			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
+			if err != nil {
+				return err
+			}
+			n += tag.RowsAffected()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgqueue: prune: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,201 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// limitColumns are read by every statement that decides admissions.
+const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens,
+	request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime`
+
+// limitRow is a sluice_limit row: configuration and state.
+type limitRow struct {
+	limit throttle.Limit
+	state throttle.State
+	vtime float64
+	dirty bool
+}
+
+func scanLimit(row pgx.Row) (*limitRow, error) {
+	var (
+		r                    limitRow
+		reqAt, tokAt, paused *time.Time
+	)
+	err := row.Scan(&r.limit.Key, &r.limit.MaxConcurrent, &r.limit.RequestsPerSecond, &r.limit.Burst,
+		&r.limit.TokensPerMinute, &r.limit.TokenBurst, &r.limit.MaxInflightTokens,
+		&r.state.Requests.Level, &reqAt, &r.state.Tokens.Level, &tokAt,
+		&r.state.InflightCount, &r.state.InflightTokens, &paused, &r.vtime)
+	if err != nil {
+		return nil, err
+	}
+	r.limit = r.limit.WithDefaults()
+	if reqAt != nil {
+		r.state.Requests.At = *reqAt
+	}
+	if tokAt != nil {
+		r.state.Tokens.At = *tokAt
+	}
+	if paused != nil {
+		r.state.PausedUntil = *paused
+	}
+	return &r, nil
+}
+
+// lockLimits locks the limit rows of keys, in key order, and returns those it locked. With skipLocked,
+// rows another transaction holds are left out rather than waited for.
+func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLocked bool) (map[string]*limitRow, error) {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	lock := "FOR UPDATE"
+	if skipLocked {
+		lock += " SKIP LOCKED"
+	}
+	rows, err := tx.Query(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = ANY($1) ORDER BY key `+lock), keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]*limitRow{}
+	for rows.Next() {
+		r, err := scanLimit(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[r.limit.Key] = r
+	}
+	return out, rows.Err()
+}
+
+// saveLimits writes back the state of every dirty row, in one statement.
+func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) error {
+	var (
+		keys                     []string
+		reqLevel, tokLevel, vt   []float64
+		reqAt, tokAt, paused     []*time.Time
+		inflightN                []int32
+		inflightTok              []int64
+	)
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	for _, r := range rows {
+		if !r.dirty {
+			continue
+		}
+		keys = append(keys, r.limit.Key)
+		reqLevel = append(reqLevel, r.state.Requests.Level)
+		reqAt = append(reqAt, opt(r.state.Requests.At))
+		tokLevel = append(tokLevel, r.state.Tokens.Level)
+		tokAt = append(tokAt, opt(r.state.Tokens.At))
+		inflightN = append(inflightN, int32(r.state.InflightCount))
+		inflightTok = append(inflightTok, r.state.InflightTokens)
+		paused = append(paused, opt(r.state.PausedUntil))
+		vt = append(vt, r.vtime)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit l SET
+		request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
+		inflight_count = u.inflight_count, inflight_tokens = u.inflight_tokens, paused_until = u.paused_until,
+		vtime = u.vtime, updated_at = now()
+		FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[], $8::timestamptz[], $9::float8[])
+			AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime)
+		WHERE l.key = u.key`), keys, reqLevel, reqAt, tokLevel, tokAt, inflightN, inflightTok, paused, vt)
+	return err
+}
+
+// UpsertLimits creates the limits or, for keys that exist, replaces their configuration. The admission
+// state (buckets, in-flight figures, pauses) of an existing key is kept, so a worker restarting with
+// the same limits loses nothing and a changed limit applies at the next admission on every replica.
+// Each limit is validated (after its defaults are filled in) before anything is written.
+func (q *Queue) UpsertLimits(ctx context.Context, limits ...throttle.Limit) error {
+	return q.UpsertLimitsTx(ctx, nil, limits...)
+}
+
+// UpsertLimitsTx is UpsertLimits inside tx (or on the pool when tx is nil).
+func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttle.Limit) error {
+	seen := map[string]bool{}
+	for i, l := range limits {
+		l = l.WithDefaults()
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("pgqueue: limits[%d]: %w", i, err)
+		}
+		if seen[l.Key] {
+			return fmt.Errorf("pgqueue: limits[%d]: key %q is given twice", i, l.Key)
+		}
+		seen[l.Key] = true
+		limits[i] = l
+	}
+	var db dbtx = q.pool
+	if tx != nil {
+		db = tx
+	}
+	return inTx(ctx, db, func(tx pgx.Tx) error {
+		// Key order, so that concurrent upserts of overlapping sets cannot deadlock.
+		sorted := slices.Clone(limits)
+		slices.SortFunc(sorted, func(a, b throttle.Limit) int { return cmpString(a.Key, b.Key) })
+		for _, l := range sorted {
+			_, err := tx.Exec(ctx, q.s(`INSERT INTO {s}.sluice_limit
+				(key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)
+				ON CONFLICT (key) DO UPDATE SET max_concurrent = excluded.max_concurrent,
+					requests_per_second = excluded.requests_per_second, burst = excluded.burst,
+					tokens_per_minute = excluded.tokens_per_minute, token_burst = excluded.token_burst,
+					max_inflight_tokens = excluded.max_inflight_tokens, updated_at = now()`),
+				l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens)
+			if err != nil {
+				return fmt.Errorf("pgqueue: upsert limit %q: %w", l.Key, err)
+			}
+		}
+		// A limit raised at runtime may let queued work in: wake the claimers.
+		return q.notify(ctx, tx, kindWork, "")
+	})
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Limit returns the current configuration of key, with defaults filled in.
+func (q *Queue) Limit(ctx context.Context, key string) (throttle.Limit, error) {
+	r, err := scanLimit(q.pool.QueryRow(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = $1`), key))
+	if err == pgx.ErrNoRows {
+		return throttle.Limit{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+	}
+	if err != nil {
+		return throttle.Limit{}, fmt.Errorf("pgqueue: read limit %q: %w", key, err)
+	}
+	return r.limit, nil
+}
+
+// Pause stops admissions on key until until, on every replica; a later pause already in force is kept.
+// It is what a provider's 429 with a Retry-After turns into.
+func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
+	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit
+		SET paused_until = greatest(paused_until, $2), updated_at = now() WHERE key = $1`), key, until)
+	if err != nil {
+		return fmt.Errorf("pgqueue: pause limit %q: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package pgqueue
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Notification kinds carried on NotifyChannel.
+const (
+	kindWork     = "work"     // a ticket was enqueued, or room was made: claimers look again
+	kindAdmitted = "admitted" // tickets were admitted for the owner named in the argument
+)
+
+// Topic is what a subscriber waits for.
+type Topic struct {
+	kind, arg string
+}
+
+// TopicWork fires when a ticket is enqueued or a limit gets room (a release, a limit raised): what
+// claimers wait for.
+func TopicWork() Topic { return Topic{kind: kindWork} }
+
+// TopicAdmitted fires when tickets of owner were admitted: what the owner waits for.
+func TopicAdmitted(owner string) Topic { return Topic{kind: kindAdmitted, arg: owner} }
+
+// Notifier delivers the queue's notifications to subscribers over one dedicated connection. A
+// notification is a wake-up, not a message: several coalesce into one, and subscribers must also poll,
+// since notifications are lost while the connection is down (Notifier reconnects by itself and wakes
+// every subscriber when it does, so nothing waits for a poll after an outage). Create it with
+// Queue.NewNotifier, run Run in a goroutine, and Subscribe from anywhere; it is safe for concurrent use.
+type Notifier struct {
+	q      *Queue
+	logger *slog.Logger
+
+	mu   sync.Mutex
+	subs map[Topic]map[chan struct{}]struct{}
+	up   chan struct{} // closed when the first LISTEN is in place
+	once sync.Once
+}
+
+// NewNotifier returns a Notifier for the queue's schema. logger may be nil.
+func (q *Queue) NewNotifier(logger *slog.Logger) *Notifier {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Notifier{q: q, logger: logger, subs: map[Topic]map[chan struct{}]struct{}{}, up: make(chan struct{})}
+}
+
+// Subscribe returns a channel that receives a value (coalesced, never blocking the notifier) each time
+// topic fires, and a function that ends the subscription.
+func (n *Notifier) Subscribe(topic Topic) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	if n.subs[topic] == nil {
+		n.subs[topic] = map[chan struct{}]struct{}{}
+	}
+	n.subs[topic][ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.subs[topic], ch)
+		if len(n.subs[topic]) == 0 {
+			delete(n.subs, topic)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// Listening is closed once the notifier has started listening, for tests and start-up ordering.
+func (n *Notifier) Listening() <-chan struct{} { return n.up }
+
+func (n *Notifier) fire(topic Topic) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.subs[topic] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (n *Notifier) fireAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, set := range n.subs {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Run listens until ctx is done, reconnecting with backoff after errors. It returns ctx's error.
+func (n *Notifier) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := n.listen(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		n.logger.WarnContext(ctx, "sluice: notification listener lost its connection; reconnecting", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (n *Notifier) listen(ctx context.Context) error {
+	pc, err := n.q.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection's session state (LISTEN) must not go back to the pool.
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN `+NotifyChannel); err != nil {
+		return err
+	}
+	n.once.Do(func() { close(n.up) })
+	// Anything sent while we were not listening is lost: wake everyone to poll once.
+	n.fireAll()
+	prefix := n.q.opts.Schema + "|"
+	for {
+		msg, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		payload, ok := strings.CutPrefix(msg.Payload, prefix)
+		if !ok {
+			continue
+		}
+		kind, arg, ok := strings.Cut(payload, "|")
+		if !ok {
+			continue
+		}
+		switch kind {
+		case kindWork:
+			n.fire(Topic{kind: kindWork})
+		case kindAdmitted:
+			n.fire(Topic{kind: kindAdmitted, arg: arg})
+		}
+	}
+}
+

@@ -1,0 +1,135 @@
+package throttle
+
+import (
+	"time"
+)
+
+// State is what Sluice keeps for one limit between admissions: its two buckets, the figures of the
+// tickets it has admitted that have not finished, and a pause ordered by the provider (a 429). The zero
+// State is an idle limit with full buckets. A State is a value: the functions below return a new one.
+type State struct {
+	Requests       Bucket
+	Tokens         Bucket
+	InflightCount  int
+	InflightTokens int64
+	PausedUntil    time.Time
+}
+
+// Reason says why a ticket waits.
+type Reason int
+
+// The reasons a ticket waits, in the order Check tests them.
+const (
+	ReasonNone           Reason = iota // the ticket can be admitted
+	ReasonPaused                       // the provider said 429; the key is paused
+	ReasonConcurrency                  // MaxConcurrent tickets are running
+	ReasonInflightTokens               // MaxInflightTokens are reserved by running tickets
+	ReasonRate                         // the RequestsPerSecond bucket is empty
+	ReasonTokens                       // the TokensPerMinute bucket has too little
+)
+
+var reasonNames = [...]string{"none", "paused", "concurrency", "inflight_tokens", "rate", "tokens"}
+
+// String returns the reason's snake_case name, as used in metrics and span attributes.
+func (r Reason) String() string {
+	if r < 0 || int(r) >= len(reasonNames) {
+		return "unknown"
+	}
+	return reasonNames[r]
+}
+
+// Decision is the outcome of Check.
+type Decision struct {
+	// Reason is ReasonNone when the ticket can be admitted now.
+	Reason Reason
+	// RetryAt is the earliest instant the ticket could be admitted if nothing else changes. It is zero
+	// when only a running ticket's release can make room (concurrency, in-flight tokens).
+	RetryAt time.Time
+}
+
+// OK reports whether the ticket can be admitted.
+func (d Decision) OK() bool { return d.Reason == ReasonNone }
+
+// tokensPerSecond is the token refill rate.
+func (l Limit) tokensPerSecond() float64 { return l.TokensPerMinute / 60 }
+
+// refill brings both buckets of s to now under l's current rates.
+func (l Limit) refill(s State, now time.Time) State {
+	if l.RequestsPerSecond > 0 {
+		s.Requests = s.Requests.Refill(now, l.RequestsPerSecond, l.Burst)
+	}
+	if l.TokensPerMinute > 0 {
+		s.Tokens = s.Tokens.Refill(now, l.tokensPerSecond(), l.TokenBurst)
+	}
+	return s
+}
+
+// Check reports whether one ticket reserving cost tokens can be admitted under l (with its defaults
+// filled in) at now, and if not, why and when to look again. Every kind of limit l sets must have room:
+// the tightest wins. A ticket larger than a burst or than MaxInflightTokens is admitted once the bucket
+// is full or nothing is in flight, so it is never starved.
+func (l Limit) Check(s State, now time.Time, cost int64) Decision {
+	if cost < 0 {
+		cost = 0
+	}
+	if now.Before(s.PausedUntil) {
+		return Decision{Reason: ReasonPaused, RetryAt: s.PausedUntil}
+	}
+	if l.MaxConcurrent > 0 && s.InflightCount >= l.MaxConcurrent {
+		return Decision{Reason: ReasonConcurrency}
+	}
+	if l.MaxInflightTokens > 0 && s.InflightTokens > 0 && s.InflightTokens+cost > l.MaxInflightTokens {
+		return Decision{Reason: ReasonInflightTokens}
+	}
+	s = l.refill(s, now)
+	if l.RequestsPerSecond > 0 && !s.Requests.Allows(1, l.Burst) {
+		return Decision{Reason: ReasonRate, RetryAt: s.Requests.ReadyAt(1, l.RequestsPerSecond, l.Burst)}
+	}
+	if l.TokensPerMinute > 0 && !s.Tokens.Allows(float64(cost), l.TokenBurst) {
+		return Decision{Reason: ReasonTokens, RetryAt: s.Tokens.ReadyAt(float64(cost), l.tokensPerSecond(), l.TokenBurst)}
+	}
+	return Decision{Reason: ReasonNone, RetryAt: now}
+}
+
+// Admit returns s after admitting one ticket reserving cost tokens at now. It does not check: call
+// Check first.
+func (l Limit) Admit(s State, now time.Time, cost int64) State {
+	if cost < 0 {
+		cost = 0
+	}
+	s = l.refill(s, now)
+	if l.RequestsPerSecond > 0 {
+		s.Requests = s.Requests.Take(1)
+	}
+	if l.TokensPerMinute > 0 {
+		s.Tokens = s.Tokens.Take(float64(cost))
+	}
+	s.InflightCount++
+	s.InflightTokens += cost
+	return s
+}
+
+// Release returns s after a ticket admitted with reserved tokens finished at now. When the actual
+// usage is known (actual >= 0), the token bucket is reconciled: the unused part of the reservation is
+// given back, and usage above it is taken as debt. A negative actual means "not reported": the
+// reservation stands as spent.
+func (l Limit) Release(s State, now time.Time, reserved, actual int64) State {
+	if reserved < 0 {
+		reserved = 0
+	}
+	s = l.refill(s, now)
+	if l.TokensPerMinute > 0 && actual >= 0 {
+		s.Tokens = s.Tokens.Give(float64(reserved-actual), l.TokenBurst)
+	}
+	s.InflightCount = max(0, s.InflightCount-1)
+	s.InflightTokens = max(0, s.InflightTokens-reserved)
+	return s
+}
+
+// Pause returns s paused until the later of its current pause and until.
+func (s State) Pause(until time.Time) State {
+	if until.After(s.PausedUntil) {
+		s.PausedUntil = until
+	}
+	return s
+}

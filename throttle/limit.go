@@ -1,0 +1,116 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxKeyLen is the longest limit key accepted, in bytes.
+const MaxKeyLen = 200
+
+// Limit is one named quota that activities draw on: a provider's request and token budget, a tenant's
+// concurrency cap, or any mix of those. Every field but Key is optional; a zero field means "no limit of
+// that kind", and when several are set the tightest wins. A Limit is a plain value, safe to copy.
+type Limit struct {
+	// Key names the limit ("openai", "tenant:acme"). It must be non-empty printable UTF-8 of at most
+	// MaxKeyLen bytes.
+	Key string
+	// MaxConcurrent caps the tickets admitted and still running. Zero means no cap.
+	MaxConcurrent int
+	// RequestsPerSecond is the rate at which tickets are admitted, refilled continuously. Zero means
+	// no request rate.
+	RequestsPerSecond float64
+	// Burst is how many requests may be admitted at once after an idle spell. Requires
+	// RequestsPerSecond. Defaults to max(1, RequestsPerSecond).
+	Burst float64
+	// TokensPerMinute is the token budget, refilled continuously (a true rate, not a fixed window).
+	// Zero means no token budget.
+	TokensPerMinute float64
+	// TokenBurst is how many tokens may be spent at once after an idle spell. Requires
+	// TokensPerMinute. Defaults to TokensPerMinute (one minute's worth).
+	TokenBurst float64
+	// MaxInflightTokens caps the sum of the tokens reserved by running tickets. Zero means no cap.
+	MaxInflightTokens int64
+}
+
+// WithDefaults returns l with its zero-valued bursts filled in. It does not validate.
+func (l Limit) WithDefaults() Limit {
+	if l.RequestsPerSecond > 0 && l.Burst == 0 {
+		l.Burst = math.Max(1, l.RequestsPerSecond)
+	}
+	if l.TokensPerMinute > 0 && l.TokenBurst == 0 {
+		l.TokenBurst = l.TokensPerMinute
+	}
+	return l
+}
+
+// Validate reports the first problem with l, naming the field and the bad value. It checks l as
+// given; call WithDefaults first to validate what will be used.
+func (l Limit) Validate() error {
+	if err := ValidateKey(l.Key); err != nil {
+		return err
+	}
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("throttle: limit %q: %s must be %s, got %v", l.Key, field, want, v)
+	}
+	if l.MaxConcurrent < 0 {
+		return bad("MaxConcurrent", l.MaxConcurrent, ">= 0 (0 means no cap)")
+	}
+	if l.MaxInflightTokens < 0 {
+		return bad("MaxInflightTokens", l.MaxInflightTokens, ">= 0 (0 means no cap)")
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"RequestsPerSecond", l.RequestsPerSecond}, {"Burst", l.Burst}, {"TokensPerMinute", l.TokensPerMinute}, {"TokenBurst", l.TokenBurst}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return bad(f.name, f.v, "a finite number")
+		}
+		if f.v < 0 {
+			return bad(f.name, f.v, ">= 0 (0 means not set)")
+		}
+		if f.v > 1e12 {
+			return bad(f.name, f.v, "<= 1e12")
+		}
+	}
+	if l.Burst != 0 {
+		if l.RequestsPerSecond == 0 {
+			return bad("Burst", l.Burst, "0 when RequestsPerSecond is not set")
+		}
+		if l.Burst < 1 {
+			return bad("Burst", l.Burst, ">= 1")
+		}
+	}
+	if l.TokenBurst != 0 {
+		if l.TokensPerMinute == 0 {
+			return bad("TokenBurst", l.TokenBurst, "0 when TokensPerMinute is not set")
+		}
+		if l.TokenBurst < 1 {
+			return bad("TokenBurst", l.TokenBurst, ">= 1")
+		}
+	}
+	if l.MaxConcurrent == 0 && l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.MaxInflightTokens == 0 {
+		return fmt.Errorf("throttle: limit %q sets none of MaxConcurrent, RequestsPerSecond, TokensPerMinute, MaxInflightTokens", l.Key)
+	}
+	return nil
+}
+
+// ValidateKey reports whether key is usable as a limit key.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("throttle: limit Key must not be empty")
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("throttle: limit Key must be at most %d bytes, got %d bytes (%.20q...)", MaxKeyLen, len(key), key)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("throttle: limit Key must be valid UTF-8, got %q", key)
+	}
+	for _, r := range key {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("throttle: limit Key must be printable, got %q", key)
+		}
+	}
+	return nil
+}
