@@ -142,6 +142,7 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 	}
 	failed := map[string]bool{} // limit rows another claimer holds
 	var admittedIDs, expiredIDs []int64
+	var admittedAt []time.Time
 	owners := map[string]bool{}
 	budget := p.Max
 	for _, line := range lines {
@@ -186,6 +187,13 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 						failed[k] = true
 					}
 				}
+				if len(got) > 0 {
+					// Decisions from here on read the newly locked rows: read the clock again, after
+					// their locks, as for the lines.
+					if now, err = q.now(ctx, tx); err != nil {
+						return res, err
+					}
+				}
 			}
 			for _, k := range t.LimitKeys {
 				if failed[k] {
@@ -217,6 +225,7 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 			t.State, t.AdmittedAt = TicketStateAdmitted, now
 			res.Admitted = append(res.Admitted, t)
 			admittedIDs = append(admittedIDs, t.ID)
+			admittedAt = append(admittedAt, now)
 			owners[t.Owner] = true
 			budget--
 		}
@@ -229,7 +238,8 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 	if len(admittedIDs) == 0 {
 		return res, nil
 	}
-	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'admitted', admitted_at = $2 WHERE id = ANY($1)`), admittedIDs, now); err != nil {
+	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t SET state = 'admitted', admitted_at = u.at
+		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), admittedIDs, admittedAt); err != nil {
 		return res, err
 	}
 	if err := q.saveLimits(ctx, tx, locked); err != nil {
@@ -255,5 +265,5 @@ func (q *Queue) now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
 	}
 	var now time.Time
 	err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
+	return now.UTC(), err
 }

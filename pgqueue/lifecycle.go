@@ -53,17 +53,22 @@ func (q *Queue) TakeAdmitted(ctx context.Context, owner string, max int) ([]Tick
 // release gives back the reservations of tickets (each admitted or running, locked by the caller) on
 // every limit they hold, reconciling the token budget with actual usage where it is known. Limit rows
 // are locked in key order, waiting: a release is short and must not be skipped.
-func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []int64, now time.Time) error {
+//
+// It returns the instant of the release, read after the locks are taken: a claim that saw the ticket
+// in flight then has an earlier instant, one that did not a later one, so the tickets' admitted_at and
+// finished_at order every pair of decisions on a key as they happened.
+func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []int64) (time.Time, error) {
 	var keys []string
 	for _, t := range ts {
 		keys = append(keys, t.LimitKeys...)
 	}
-	if len(keys) == 0 {
-		return nil
-	}
 	rows, err := q.lockLimits(ctx, tx, keys, false)
 	if err != nil {
-		return err
+		return time.Time{}, err
+	}
+	now, err := q.now(ctx, tx)
+	if err != nil || len(keys) == 0 {
+		return now, err
 	}
 	for i, t := range ts {
 		for _, k := range t.LimitKeys {
@@ -76,10 +81,10 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []in
 		}
 	}
 	if err := q.saveLimits(ctx, tx, rows); err != nil {
-		return err
+		return now, err
 	}
 	slices.Sort(keys)
-	return q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
+	return now, q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
 }
 
 // CompleteParams describes a finished run.
@@ -107,11 +112,8 @@ func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
 		if len(ts) == 0 {
 			return ErrNotFound
 		}
-		now, err := q.now(ctx, tx)
+		now, err := q.release(ctx, tx, ts, []int64{p.ActualCost})
 		if err != nil {
-			return err
-		}
-		if err := q.release(ctx, tx, ts, []int64{p.ActualCost}, now); err != nil {
 			return err
 		}
 		var actual any
@@ -154,16 +156,13 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		if len(ts) == 0 {
 			return ErrNotFound
 		}
-		now, err := q.now(ctx, tx)
-		if err != nil {
-			return err
-		}
 		// Lock the paused keys with the ticket's own, in one key-ordered statement, so that this
 		// transaction never waits on one key while holding a later one.
 		if _, err := q.lockLimits(ctx, tx, append(slices.Clone(ts[0].LimitKeys), p.PauseKeys...), false); err != nil {
 			return err
 		}
-		if err := q.release(ctx, tx, ts, []int64{p.ActualCost}, now); err != nil {
+		now, err := q.release(ctx, tx, ts, []int64{p.ActualCost})
+		if err != nil {
 			return err
 		}
 		if len(p.PauseKeys) > 0 && p.PauseUntil.After(now) {
@@ -202,11 +201,8 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 		if ts[0].State != TicketStateAdmitted {
 			return nil
 		}
-		now, err := q.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		return q.release(ctx, tx, ts, []int64{0}, now)
+		_, err = q.release(ctx, tx, ts, []int64{0})
+		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("pgqueue: cancel ticket %d: %w", id, err)
@@ -262,7 +258,7 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		for i := range actual {
 			actual[i] = -1
 		}
-		if err := q.release(ctx, tx, held, actual, now); err != nil {
+		if now, err = q.release(ctx, tx, held, actual); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'finished', finished_at = $2, deliver_after = $2,

@@ -37,13 +37,13 @@ func scanLimit(row pgx.Row) (*limitRow, error) {
 	}
 	r.limit = r.limit.WithDefaults()
 	if reqAt != nil {
-		r.state.Requests.At = *reqAt
+		r.state.Requests.At = reqAt.UTC()
 	}
 	if tokAt != nil {
-		r.state.Tokens.At = *tokAt
+		r.state.Tokens.At = tokAt.UTC()
 	}
 	if paused != nil {
-		r.state.PausedUntil = *paused
+		r.state.PausedUntil = paused.UTC()
 	}
 	return &r, nil
 }
@@ -77,11 +77,11 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 // saveLimits writes back the state of every dirty row, in one statement.
 func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) error {
 	var (
-		keys                     []string
-		reqLevel, tokLevel, vt   []float64
-		reqAt, tokAt, paused     []*time.Time
-		inflightN                []int32
-		inflightTok              []int64
+		keys                   []string
+		reqLevel, tokLevel, vt []float64
+		reqAt, tokAt, paused   []*time.Time
+		inflightN              []int32
+		inflightTok            []int64
 	)
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {

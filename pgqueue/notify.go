@@ -150,4 +150,3 @@ func (n *Notifier) listen(ctx context.Context) error {
 		}
 	}
 }
-

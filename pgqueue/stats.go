@@ -40,7 +40,7 @@ func (q *Queue) Stats(ctx context.Context) ([]KeyStats, error) {
 			return nil, err
 		}
 		if paused != nil {
-			s.PausedUntil = *paused
+			s.PausedUntil = paused.UTC()
 		}
 		out = append(out, s)
 	}

@@ -83,12 +83,13 @@ func scanTicket(row pgx.Row) (Ticket, error) {
 		&t.Attempt, &t.TaskToken, &deadline, &notBefore, &t.EnqueuedAt, &admitted, &finished, &t.OutcomeKind,
 		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues)
 	t.State = TicketState(state)
+	t.EnqueuedAt = t.EnqueuedAt.UTC()
 	for _, p := range []struct {
 		src *time.Time
 		dst *time.Time
 	}{{deadline, &t.Deadline}, {notBefore, &t.NotBefore}, {admitted, &t.AdmittedAt}, {finished, &t.FinishedAt}} {
 		if p.src != nil {
-			*p.dst = *p.src
+			*p.dst = p.src.UTC()
 		}
 	}
 	return t, err
