@@ -78,17 +78,26 @@ func (l Limit) Check(s State, now time.Time, cost int64) Decision {
 	if l.MaxConcurrent > 0 && s.InflightCount >= l.MaxConcurrent {
 		return Decision{Reason: ReasonConcurrency}
 	}
-	if l.MaxInflightTokens > 0 && s.InflightTokens > 0 && s.InflightTokens+cost > l.MaxInflightTokens {
+	// Written as a subtraction so that a huge cost cannot overflow the sum.
+	if l.MaxInflightTokens > 0 && s.InflightTokens > 0 && cost > l.MaxInflightTokens-s.InflightTokens {
 		return Decision{Reason: ReasonInflightTokens}
 	}
 	s = l.refill(s, now)
+	d := Decision{Reason: ReasonNone, RetryAt: now}
+	// Both buckets must allow the ticket: the reason is the first that does not, the retry instant
+	// the latest at which both will.
 	if l.RequestsPerSecond > 0 && !s.Requests.Allows(1, l.Burst) {
-		return Decision{Reason: ReasonRate, RetryAt: s.Requests.ReadyAt(1, l.RequestsPerSecond, l.Burst)}
+		d = Decision{Reason: ReasonRate, RetryAt: s.Requests.ReadyAt(1, l.RequestsPerSecond, l.Burst)}
 	}
 	if l.TokensPerMinute > 0 && !s.Tokens.Allows(float64(cost), l.TokenBurst) {
-		return Decision{Reason: ReasonTokens, RetryAt: s.Tokens.ReadyAt(float64(cost), l.tokensPerSecond(), l.TokenBurst)}
+		at := s.Tokens.ReadyAt(float64(cost), l.tokensPerSecond(), l.TokenBurst)
+		if d.OK() {
+			d = Decision{Reason: ReasonTokens, RetryAt: at}
+		} else if at.After(d.RetryAt) {
+			d.RetryAt = at
+		}
 	}
-	return Decision{Reason: ReasonNone, RetryAt: now}
+	return d
 }
 
 // Admit returns s after admitting one ticket reserving cost tokens at now. It does not check: call

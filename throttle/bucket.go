@@ -53,13 +53,24 @@ func (b Bucket) Give(n, burst float64) Bucket {
 // tokens. A zero rate with too little in the bucket never refills: ReadyAt returns the zero time.
 func (b Bucket) ReadyAt(n, rate, burst float64) time.Time {
 	short := need(n, burst) - b.Level
-	if short <= 0 {
+	if n <= 0 || short <= 0 {
 		return b.At
 	}
 	if rate <= 0 {
 		return time.Time{}
 	}
-	// Round up to the next microsecond (Postgres' resolution) so that a claim at ReadyAt succeeds.
-	d := time.Duration(math.Ceil(short / rate * 1e6))
-	return b.At.Add(d * time.Microsecond)
+	// Round up to the microsecond (Postgres' resolution), capped so that a glacial rate cannot
+	// overflow a Duration.
+	us := math.Min(math.Ceil(short/rate*1e6), maxWait.Seconds()*1e6)
+	t := b.At.Add(time.Duration(us) * time.Microsecond)
+	// Floating-point refill arithmetic may fall a hair short at t: step until a take at t succeeds,
+	// so that a claim at ReadyAt is never refused.
+	for i := 0; i < 16 && !b.Refill(t, rate, burst).Allows(n, burst) && us < maxWait.Seconds()*1e6; i++ {
+		t = t.Add(time.Microsecond)
+	}
+	return t
 }
+
+// maxWait caps ReadyAt's horizon: a limit that needs longer than this to refill is, for any caller,
+// never.
+const maxWait = 100 * 365 * 24 * time.Hour

@@ -29,7 +29,7 @@ type Limit struct {
 	// Zero means no token budget.
 	TokensPerMinute float64
 	// TokenBurst is how many tokens may be spent at once after an idle spell. Requires
-	// TokensPerMinute. Defaults to TokensPerMinute (one minute's worth).
+	// TokensPerMinute. Defaults to max(1, TokensPerMinute) (one minute's worth).
 	TokenBurst float64
 	// MaxInflightTokens caps the sum of the tokens reserved by running tickets. Zero means no cap.
 	MaxInflightTokens int64
@@ -41,7 +41,7 @@ func (l Limit) WithDefaults() Limit {
 		l.Burst = math.Max(1, l.RequestsPerSecond)
 	}
 	if l.TokensPerMinute > 0 && l.TokenBurst == 0 {
-		l.TokenBurst = l.TokensPerMinute
+		l.TokenBurst = math.Max(1, l.TokensPerMinute)
 	}
 	return l
 }

@@ -1,0 +1,261 @@
+package throttle_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// queued is a ticket waiting in a FairQueue simulation.
+type queued struct {
+	key   string
+	place throttle.Place
+}
+
+// enqueue adds n tickets of key to line.
+func enqueue(q *throttle.FairQueue, line []queued, n int, key string, cost int64, weight float64) []queued {
+	for range n {
+		line = append(line, queued{key: key, place: q.Enqueue(0, key, cost, weight)})
+	}
+	return line
+}
+
+// admit admits the first n tickets of line in Place order, advancing q's virtual time as it goes, and
+// returns the keys admitted in order and the tickets left.
+func admit(q *throttle.FairQueue, line []queued, n int) (keys []string, rest []queued) {
+	line = slices.Clone(line)
+	slices.SortFunc(line, func(a, b queued) int { return a.place.Compare(b.place) })
+	n = min(n, len(line))
+	for _, t := range line[:n] {
+		q.Admitted(t.place)
+		keys = append(keys, t.key)
+	}
+	return keys, line[n:]
+}
+
+func TestPlace_Compare(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name string
+		a, b throttle.Place
+		want int
+	}{
+		{"PriorityFirst", throttle.Place{Priority: 0, Start: 99, Seq: 99}, throttle.Place{Priority: 1, Start: 0, Seq: 0}, -1},
+		{"HigherPriorityValueLater", throttle.Place{Priority: 5, Start: 0, Seq: 0}, throttle.Place{Priority: 2, Start: 99, Seq: 99}, 1},
+		{"NegativePriorityFirst", throttle.Place{Priority: -1, Start: 10, Seq: 10}, throttle.Place{Priority: 0, Start: 0, Seq: 0}, -1},
+		{"ThenStart", throttle.Place{Priority: 1, Start: 2.5, Seq: 99}, throttle.Place{Priority: 1, Start: 3, Seq: 0}, -1},
+		{"LaterStartAfter", throttle.Place{Priority: 1, Start: 3, Seq: 0}, throttle.Place{Priority: 1, Start: 2.5, Seq: 99}, 1},
+		{"ThenSeq", throttle.Place{Priority: 1, Start: 3, Seq: 4}, throttle.Place{Priority: 1, Start: 3, Seq: 5}, -1},
+		{"LaterSeqAfter", throttle.Place{Priority: 1, Start: 3, Seq: 6}, throttle.Place{Priority: 1, Start: 3, Seq: 5}, 1},
+		{"Equal", throttle.Place{Priority: 1, Start: 3, Seq: 5}, throttle.Place{Priority: 1, Start: 3, Seq: 5}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, tc.a.Compare(tc.b))
+			require.Equal(t, -tc.want, tc.b.Compare(tc.a), "Compare must be antisymmetric")
+		})
+	}
+
+	t.Run("SortsByPriorityStartSeq", func(t *testing.T) {
+		t.Parallel()
+		places := []throttle.Place{
+			{Priority: 1, Start: 0, Seq: 1},
+			{Priority: 0, Start: 2, Seq: 2},
+			{Priority: 0, Start: 1, Seq: 4},
+			{Priority: 0, Start: 1, Seq: 3},
+			{Priority: -1, Start: 9, Seq: 5},
+		}
+		slices.SortFunc(places, throttle.Place.Compare)
+		require.Equal(t, []int64{5, 3, 4, 2, 1}, []int64{places[0].Seq, places[1].Seq, places[2].Seq, places[3].Seq, places[4].Seq})
+	})
+}
+
+func TestFairQueue(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LateTenantInterleavesWithBacklog", func(t *testing.T) {
+		t.Parallel()
+		var q throttle.FairQueue
+		line := enqueue(&q, nil, 100, "A", 1, 1)
+		line = enqueue(&q, line, 10, "B", 1, 1)
+
+		keys, _ := admit(&q, line, len(line))
+		require.Len(t, keys, 110)
+		require.Equal(t, 10, countOf(keys[:20], "B"), "B's 10 tickets must be admitted within the first 20: %v", keys[:20])
+		// Interleaved, not bunched after A's backlog: A and B alternate until B's run out.
+		for i := range 20 {
+			require.Equal(t, []string{"A", "B"}[i%2], keys[i], "admission %d: %v", i, keys[:20])
+		}
+		require.Equal(t, 1, longestRun(keys[:20], "A"))
+	})
+
+	t.Run("WeightsShareTwoToOne", func(t *testing.T) {
+		t.Parallel()
+		var q throttle.FairQueue
+		line := enqueue(&q, nil, 100, "heavy", 1, 2)
+		line = enqueue(&q, line, 100, "light", 1, 1)
+
+		keys, _ := admit(&q, line, 30)
+		require.InDelta(t, 20, countOf(keys, "heavy"), 1, "%v", keys)
+		require.InDelta(t, 10, countOf(keys, "light"), 1, "%v", keys)
+		// And over any longer prefix while both are backlogged.
+		keys, _ = admit(&throttle.FairQueue{}, line, 150)
+		require.InDelta(t, 100, countOf(keys, "heavy"), 1)
+		require.InDelta(t, 50, countOf(keys, "light"), 1)
+	})
+
+	t.Run("CostsShareByTokens", func(t *testing.T) {
+		t.Parallel()
+		// A's tickets cost 3, B's cost 1, equal weights: B gets three tickets for each of A's.
+		var q throttle.FairQueue
+		line := enqueue(&q, nil, 50, "A", 3, 1)
+		line = enqueue(&q, line, 50, "B", 1, 1)
+		keys, _ := admit(&q, line, 40)
+		require.InDelta(t, 10, countOf(keys, "A"), 1, "%v", keys)
+		require.InDelta(t, 30, countOf(keys, "B"), 1, "%v", keys)
+	})
+
+	t.Run("IdleKeyDoesNotBankCredit", func(t *testing.T) {
+		t.Parallel()
+		var q throttle.FairQueue
+		line := enqueue(&q, nil, 100, "A", 1, 1)
+		keys, line := admit(&q, line, 50)
+		require.Equal(t, 50, countOf(keys, "A"))
+		require.Equal(t, 49.0, q.Now, "virtual time is the start tag of the ticket admitted last")
+
+		// B was idle all along: its first ticket starts at the current virtual time, not at 0.
+		first := q.Enqueue(0, "B", 1, 1)
+		require.Equal(t, q.Now, first.Start)
+		line = append(line, queued{key: "B", place: first})
+		line = enqueue(&q, line, 9, "B", 1, 1)
+
+		keys, _ = admit(&q, line, 20)
+		// Had B banked 50 turns, the next 10 would all be B's; instead B and A alternate.
+		require.Equal(t, 10, countOf(keys, "B"), "%v", keys)
+		require.Equal(t, 10, countOf(keys, "A"), "%v", keys)
+		require.NotEqual(t, []string{"B", "B", "B"}, keys[:3])
+		require.LessOrEqual(t, longestRun(keys, "B"), 2, "%v", keys)
+	})
+
+	t.Run("KeyStartsAtItsLastFinishWhenAhead", func(t *testing.T) {
+		t.Parallel()
+		var q throttle.FairQueue
+		p1 := q.Enqueue(0, "A", 4, 1)
+		p2 := q.Enqueue(0, "A", 1, 2)
+		p3 := q.Enqueue(0, "A", 0, 1)
+		p4 := q.Enqueue(0, "B", 1, 1)
+		require.Equal(t, []float64{0, 4, 4.5, 0}, []float64{p1.Start, p2.Start, p3.Start, p4.Start})
+		require.Equal(t, []int64{1, 2, 3, 4}, []int64{p1.Seq, p2.Seq, p3.Seq, p4.Seq})
+	})
+
+	t.Run("PriorityBeatsFairShare", func(t *testing.T) {
+		t.Parallel()
+		var q throttle.FairQueue
+		line := enqueue(&q, nil, 5, "A", 1, 1)
+		urgent := q.Enqueue(-1, "A", 1, 1) // A's sixth ticket, far behind in fair share
+		line = append(line, queued{key: "urgent", place: urgent})
+		keys, _ := admit(&q, line, 1)
+		require.Equal(t, []string{"urgent"}, keys)
+	})
+
+	t.Run("AdmittedNeverMovesVirtualTimeBack", func(t *testing.T) {
+		t.Parallel()
+		var q throttle.FairQueue
+		q.Admitted(throttle.Place{Start: 10})
+		q.Admitted(throttle.Place{Start: 3})
+		require.Equal(t, 10.0, q.Now)
+		p := q.Enqueue(0, "late", 1, 1)
+		require.Equal(t, 10.0, p.Start)
+	})
+}
+
+func TestFairIncrement(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name   string
+		cost   int64
+		weight float64
+		want   float64
+	}{
+		{"CostOverWeight", 10, 2, 5},
+		{"WeightOne", 7, 1, 7},
+		{"FractionalWeight", 3, 0.5, 6},
+		{"ZeroCostCountsAsOne", 0, 1, 1},
+		{"NegativeCostCountsAsOne", -50, 4, 0.25},
+		{"OneCostHeavyWeight", 1, 1e6, 1e-6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, throttle.FairIncrement(tc.cost, tc.weight))
+		})
+	}
+}
+
+func TestFairStart(t *testing.T) {
+	t.Parallel()
+
+	require.Equal(t, 7.0, throttle.FairStart(7, 3), "a key ahead of virtual time starts at its finish")
+	require.Equal(t, 3.0, throttle.FairStart(1, 3), "an idle key starts at the virtual time")
+	require.Equal(t, 3.0, throttle.FairStart(3, 3))
+}
+
+func TestValidateWeight(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name string
+		w    float64
+		ok   bool
+		text string
+	}{
+		{"AcceptsOne", 1, true, ""},
+		{"AcceptsSmall", 1e-9, true, ""},
+		{"AcceptsMax", 1e6, true, ""},
+		{"RejectsZero", 0, false, "got 0"},
+		{"RejectsNegative", -2, false, "got -2"},
+		{"RejectsNaN", math.NaN(), false, "got NaN"},
+		{"RejectsPosInf", math.Inf(1), false, "got +Inf"},
+		{"RejectsNegInf", math.Inf(-1), false, "got -Inf"},
+		{"RejectsOverMax", 1e6 + 1, false, "got 1.000001e+06"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := throttle.ValidateWeight(tc.w)
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, "Weight")
+			require.ErrorContains(t, err, tc.text)
+		})
+	}
+}
+
+func countOf(keys []string, key string) int {
+	n := 0
+	for _, k := range keys {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+func longestRun(keys []string, key string) int {
+	best, run := 0, 0
+	for _, k := range keys {
+		if k == key {
+			run++
+			best = max(best, run)
+		} else {
+			run = 0
+		}
+	}
+	return best
+}
