@@ -65,6 +65,9 @@ type ClaimResult struct {
 	RetryAt time.Time
 	// Busy reports that lines with queued work were skipped because another claimer held them.
 	Busy bool
+	// Now is the database instant of the claim's decisions: wait RetryAt.Sub(Now), so that clock skew
+	// between this process and the database does not matter.
+	Now time.Time
 }
 
 func (r *ClaimResult) retryAt(t time.Time) {
@@ -140,6 +143,7 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 	if err != nil {
 		return res, err
 	}
+	res.Now = now
 	failed := map[string]bool{} // limit rows another claimer holds
 	var admittedIDs, expiredIDs []int64
 	var admittedAt []time.Time

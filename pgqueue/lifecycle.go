@@ -218,6 +218,9 @@ type HandBackParams struct {
 	Owner string
 	// Max is the most tickets handed back by one call. Defaults to DefaultClaimMax.
 	Max int
+	// SkipRunning leaves running tickets alone: a stopping process hands back its queued work at
+	// once and gives its running work time to finish.
+	SkipRunning bool
 }
 
 // HandBack takes the unfinished tickets (queued, admitted or running) of dead owners, or of
@@ -236,10 +239,10 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 			return err
 		}
 		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket t
-			WHERE state IN ('queued', 'admitted', 'running') AND (
+			WHERE state IN ('queued', 'admitted', 'running') AND NOT ($4 AND state = 'running') AND (
 				($1 <> '' AND owner = $1) OR
 				($1 = '' AND NOT EXISTS (SELECT 1 FROM {s}.sluice_owner o WHERE o.id = t.owner AND o.lease_expires_at > $2)))
-			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`), p.Owner, now, p.Max))
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`), p.Owner, now, p.Max, p.SkipRunning))
 		if err != nil {
 			return err
 		}

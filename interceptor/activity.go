@@ -1,0 +1,180 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+// invocation is one routed activity attempt held in this process's memory from ExecuteActivity until
+// its outcome is recorded: the rest of the interceptor chain, the decoded arguments and the activity's
+// context values. Inputs are never written to Postgres.
+type invocation struct {
+	key       string // namespace|workflow|run|activity|attempt: known before the ticket ID
+	next      interceptor.ActivityInboundInterceptor
+	in        *interceptor.ExecuteActivityInput
+	base      context.Context // the activity context without its cancellation
+	token     []byte
+	namespace string
+	deadline  time.Time
+	hbTimeout time.Duration
+
+	mu       sync.Mutex
+	ticketID int64
+	running  bool
+	cancel   context.CancelCauseFunc
+	details  []any
+	pending  bool // details not yet sent
+	lastSent time.Time
+	actual   int64 // reported real cost; -1 when none
+}
+
+type invocationKey struct{}
+
+func invocationFrom(ctx context.Context) *invocation {
+	inv, _ := ctx.Value(invocationKey{}).(*invocation)
+	return inv
+}
+
+type activityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	rt *runtime
+}
+
+func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	return a.Next.Init(&activityOutbound{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: outbound}, rt: a.rt})
+}
+
+// ExecuteActivity writes the ticket of a routed activity and returns activity.ErrResultPending, which
+// frees the Temporal slot; the dispatcher runs the held invocation once the ticket is admitted. Local
+// activities and unrouted types go straight to the next interceptor.
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	route, ok := a.rt.opts.Routes[info.ActivityType.Name]
+	if !ok || info.IsLocalActivity {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	if a.rt.stopping.Load() {
+		return nil, temporal.NewApplicationError("sluice: worker is stopping; the activity will be retried on another worker", "SluiceStopping")
+	}
+	ai := ActivityInfo{
+		ActivityType: info.ActivityType.Name, ActivityID: info.ActivityID, WorkflowID: info.WorkflowExecution.ID,
+		RunID: info.WorkflowExecution.RunID, Namespace: info.WorkflowNamespace, TaskQueue: info.TaskQueue,
+		Attempt: info.Attempt, Priority: info.Priority.PriorityKey,
+	}
+	if info.WorkflowType != nil {
+		ai.WorkflowType = info.WorkflowType.Name
+	}
+	cost, err := routeCost(info.ActivityType.Name, route, in.Args)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
+	}
+	p := pgqueue.EnqueueParams{
+		LimitKeys: route.Limits, Cost: cost, Priority: route.Priority, Owner: a.rt.owner,
+		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
+		ActivityType: ai.ActivityType, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
+	}
+	if p.Priority == 0 {
+		p.Priority = ai.Priority
+		if p.Priority == 0 {
+			p.Priority = 3 // Temporal's default PriorityKey
+		}
+	}
+	if route.FairnessKey != nil {
+		p.FairnessKey = route.FairnessKey(ai, in.Args)
+		if route.Weight != nil {
+			p.Weight = route.Weight(p.FairnessKey)
+		}
+	}
+	// Back-pressure: past MaxHeld invocations, wait here, holding the Temporal slot, so that the
+	// backlog stays in Temporal's task queue rather than in this process's memory.
+	select {
+	case a.rt.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	inv := &invocation{
+		key:  invocationKeyOf(ai.Namespace, ai.WorkflowID, ai.RunID, ai.ActivityID, info.Attempt),
+		next: a.Next, in: in, base: context.WithoutCancel(ctx), token: info.TaskToken,
+		namespace: ai.Namespace, deadline: info.Deadline, hbTimeout: info.HeartbeatTimeout, actual: -1,
+		lastSent: time.Now(),
+	}
+	// Held before the ticket exists, so that an admission racing the enqueue finds it.
+	a.rt.hold(inv)
+	t, err := a.rt.q.Enqueue(ctx, p)
+	if err != nil {
+		a.rt.drop(inv)
+		if errors.Is(err, pgqueue.ErrUnknownLimit) {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sluice: route %q: %v", ai.ActivityType, err), "SluiceUnknownLimit", nil)
+		}
+		return nil, fmt.Errorf("sluice: write ticket: %w", err)
+	}
+	inv.mu.Lock()
+	inv.ticketID = t.ID
+	inv.mu.Unlock()
+	return nil, activity.ErrResultPending
+}
+
+func invocationKeyOf(ns, wf, run, act string, attempt int32) string {
+	return fmt.Sprintf("%s|%s|%s|%s|%d", ns, wf, run, act, attempt)
+}
+
+// routeCost runs the route's cost function, turning a panic or an out-of-range value into an error
+// that names the route and the value.
+func routeCost(name string, r Route, args []any) (cost int64, err error) {
+	if r.Cost == nil {
+		return 0, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sluice: Routes[%q].Cost panicked: %v", name, p)
+		}
+	}()
+	cost, err = r.Cost(args)
+	if err != nil {
+		return 0, fmt.Errorf("sluice: Routes[%q].Cost: %w", name, err)
+	}
+	if cost < 0 || cost > pgqueue.MaxCost {
+		return 0, fmt.Errorf("sluice: Routes[%q].Cost must return a value in [0, %d], got %d", name, pgqueue.MaxCost, cost)
+	}
+	return cost, nil
+}
+
+// activityOutbound sends the heartbeats of a held invocation through the client with its task token:
+// the SDK's own heartbeat path closes when ExecuteActivity returns ErrResultPending.
+type activityOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+	rt *runtime
+}
+
+func (o *activityOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
+	inv := invocationFrom(ctx)
+	if inv == nil {
+		o.Next.RecordHeartbeat(ctx, details...)
+		return
+	}
+	inv.mu.Lock()
+	inv.details, inv.pending = details, true
+	due := time.Since(inv.lastSent) >= heartbeatThrottle(inv.hbTimeout)
+	inv.mu.Unlock()
+	if due {
+		o.rt.heartbeat(inv)
+	}
+}
+
+// heartbeatThrottle is the least time between two heartbeats of a running activity; details recorded
+// in between are sent by the heartbeat loop.
+func heartbeatThrottle(hbTimeout time.Duration) time.Duration {
+	if hbTimeout > 0 {
+		return min(time.Second, hbTimeout/2)
+	}
+	return time.Second
+}

@@ -1,0 +1,216 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/internal/temporaltest"
+	"github.com/sluicehq/sluice/internal/testdb"
+	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+var server *temporaltest.Server
+
+func TestMain(m *testing.M) {
+	if runSubprocessWorker() {
+		return
+	}
+	s, err := temporaltest.Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	server.Stop()
+	os.Exit(code)
+}
+
+// acts are the test activities; their counters are the activities' own observations.
+type acts struct {
+	inFlight, peak atomic.Int64
+	calls          sync.Map // activity ID -> *atomic.Int64 runs
+	hold           time.Duration
+	failUntil      int32 // fail attempts below this
+}
+
+func (a *acts) Double(ctx context.Context, x int) (int, error) {
+	info := activity.GetInfo(ctx)
+	if info.ActivityType.Name != "Double" {
+		return 0, fmt.Errorf("GetInfo says %q", info.ActivityType.Name)
+	}
+	activity.GetLogger(ctx).Debug("double", "x", x, "attempt", info.Attempt)
+	v, _ := a.calls.LoadOrStore(info.WorkflowExecution.ID+"/"+info.ActivityID, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+	n := a.inFlight.Add(1)
+	defer a.inFlight.Add(-1)
+	for {
+		p := a.peak.Load()
+		if n <= p || a.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	activity.RecordHeartbeat(ctx, x)
+	if info.Attempt < a.failUntil {
+		return 0, temporal.NewApplicationError(fmt.Sprintf("attempt %d fails", info.Attempt), "Flaky")
+	}
+	if a.hold > 0 {
+		select {
+		case <-time.After(a.hold):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return 2 * x, nil
+}
+
+// Block heartbeats until its context ends.
+func (a *acts) Block(ctx context.Context) error {
+	for {
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+type fanOutInput struct {
+	N                int
+	HeartbeatTimeout time.Duration
+	MaxAttempts      int32
+}
+
+func FanOut(ctx workflow.Context, in fanOutInput) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:    in.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: in.MaxAttempts},
+	})
+	futures := make([]workflow.Future, in.N)
+	for i := range in.N {
+		futures[i] = workflow.ExecuteActivity(ctx, "Double", i)
+	}
+	sum := 0
+	for _, f := range futures {
+		var v int
+		if err := f.Get(ctx, &v); err != nil {
+			return 0, err
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+func BlockAll(ctx workflow.Context, n int) error {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute, HeartbeatTimeout: 10 * time.Second, WaitForCancellation: true,
+	})
+	futures := make([]workflow.Future, n)
+	for i := range n {
+		futures[i] = workflow.ExecuteActivity(ctx, "Block")
+	}
+	var errs []error
+	for _, f := range futures {
+		errs = append(errs, f.Get(ctx, nil))
+	}
+	return errors.Join(errs...)
+}
+
+type env struct {
+	c      client.Client
+	pool   *pgxpool.Pool
+	schema string
+	queue  string
+	acts   *acts
+	q      *pgqueue.Queue
+}
+
+func newEnv(t *testing.T, a *acts) *env {
+	t.Helper()
+	s := temporaltest.Require(t, server)
+	pool := testdb.Pool(t)
+	e := &env{c: s.Client(t), pool: pool, schema: testdb.Schema(t, pool), queue: "q-" + testdb.NewSchemaName(), acts: a}
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: e.schema})
+	require.NoError(t, err)
+	e.q = q
+	return e
+}
+
+func (e *env) options(limits ...throttle.Limit) sluiceinterceptor.Options {
+	return sluiceinterceptor.Options{
+		Pool: e.pool, Client: e.c, Schema: e.schema, Limits: limits,
+		Routes: map[string]sluiceinterceptor.Route{
+			"Double": {Limits: []string{"svc"}, Cost: func([]any) (int64, error) { return 10, nil }},
+			"Block":  {Limits: []string{"svc"}},
+		},
+		PollInterval: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond, LeaseTTL: 3 * time.Second,
+	}
+}
+
+// startWorker starts a worker with the plugin built from opts, stopped at the end of the test.
+func (e *env) startWorker(t *testing.T, opts sluiceinterceptor.Options) (worker.Worker, *sluiceinterceptor.Plugin) {
+	t.Helper()
+	plugin, err := sluiceinterceptor.NewPlugin(opts)
+	require.NoError(t, err)
+	w := worker.New(e.c, e.queue, worker.Options{Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w.RegisterWorkflow(FanOut)
+	w.RegisterWorkflow(BlockAll)
+	w.RegisterActivity(e.acts)
+	require.NoError(t, w.Start())
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			w.Stop()
+		}
+	})
+	return w, plugin
+}
+
+func (e *env) run(t *testing.T, ctx context.Context, wf any, arg any) (client.WorkflowRun, error) {
+	t.Helper()
+	return e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.queue, ID: "wf-" + testdb.NewSchemaName()}, wf, arg)
+}
+
+func requireHealthy(t *testing.T, q *pgqueue.Queue) {
+	t.Helper()
+	problems, err := q.Verify(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}
+
+func TestPlugin_FanOutAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{hold: 20 * time.Millisecond})
+	for range 3 {
+		e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 5}))
+	}
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 200})
+	require.NoError(t, err)
+	var sum int
+	require.NoError(t, run.Get(ctx, &sum))
+	require.Equal(t, 2*(199*200/2), sum, "every activity completed with the right result")
+	require.LessOrEqual(t, e.acts.peak.Load(), int64(5), "the activities' own observation of concurrency")
+	require.GreaterOrEqual(t, e.acts.peak.Load(), int64(2), "the limit was actually exercised")
+	requireHealthy(t, e.q)
+	t.Logf("peak concurrency observed by the activities: %d", e.acts.peak.Load())
+}

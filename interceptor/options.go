@@ -1,0 +1,189 @@
+package interceptor
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxHeld           = 10_000
+	DefaultLeaseTTL          = 15 * time.Second
+	DefaultPollInterval      = time.Second
+	MinPollInterval          = 10 * time.Millisecond
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultClaimBatch        = 100
+	DefaultMinRemaining      = 0
+)
+
+// CostFunc estimates the token cost of one activity call from its decoded arguments. It runs in the
+// interceptor, before the ticket is written. It must return a value in [0, pgqueue.MaxCost]; an error
+// or an out-of-range cost fails the activity attempt with a non-retryable error naming the route.
+type CostFunc func(args []any) (int64, error)
+
+// KeyFunc derives a string (a fairness key, an extra limit key) from the activity's decoded arguments
+// and info.
+type KeyFunc func(info ActivityInfo, args []any) string
+
+// ActivityInfo is what route functions see of the activity.
+type ActivityInfo struct {
+	ActivityType, ActivityID, WorkflowID, WorkflowType, RunID, Namespace, TaskQueue string
+	Attempt                                                                         int32
+	// Priority is the activity's Temporal PriorityKey, 0 when unset.
+	Priority int
+}
+
+// Route says which limits an activity type draws on and how to place its tickets.
+type Route struct {
+	// Limits are the keys of the limits the activity draws on; the first is its line. Required.
+	Limits []string
+	// Cost estimates the tokens a call reserves. Nil means 0 (a limit on requests or concurrency only).
+	Cost CostFunc
+	// Priority orders tickets within a line, lower first. Zero means the activity's Temporal
+	// PriorityKey when it has one, else 3, Temporal's default.
+	Priority int
+	// FairnessKey, when set, shares a line fairly between the keys it returns (tenants, workflows).
+	FairnessKey KeyFunc
+	// Weight returns the fair-share weight of a fairness key. Nil means 1 for every key.
+	Weight func(fairnessKey string) float64
+}
+
+// Options configures the plugin. Pool, Client and at least one Route are required.
+type Options struct {
+	// Pool is the Postgres pool Sluice's tables live in. Required.
+	Pool *pgxpool.Pool
+	// Client is the worker's Temporal client, used to heartbeat and complete activities. Required.
+	Client client.Client
+	// Schema holds Sluice's tables. Defaults to pgqueue.DefaultSchema.
+	Schema string
+	// Limits are upserted when the worker starts: their configuration is replaced, their state kept.
+	// A limit a route names must be here or already in the database.
+	Limits []throttle.Limit
+	// Routes maps activity type names to their limits. Unrouted types run as usual. Required.
+	Routes map[string]Route
+	// MaxHeld bounds the invocations this process holds in memory, queued or running. Past it,
+	// ExecuteActivity waits, so the backlog stays in Temporal's task queue. Defaults to DefaultMaxHeld.
+	MaxHeld int
+	// LeaseTTL is how long after this process's last lease renewal its tickets are handed back to
+	// Temporal by the survivors. It is renewed every LeaseTTL/3. Defaults to DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// PollInterval is the fallback when notifications are lost. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// HeartbeatInterval is how often queued tickets (and running activities without a
+	// HeartbeatTimeout) are heartbeated to Temporal, which is also how soon a cancellation reaches
+	// them. An activity with a HeartbeatTimeout is heartbeated at least every 0.8 x that timeout.
+	// Defaults to DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// MinRemaining skips tickets whose deadline is closer than this at admission. Defaults to 0.
+	MinRemaining time.Duration
+	// ClaimBatch bounds the tickets one claim admits. Defaults to DefaultClaimBatch.
+	ClaimBatch int
+	// DataConverter encodes results before they are stored and delivered. It must be the one the
+	// worker's client uses. Defaults to converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+	// FailureConverter encodes errors. It must be the one the worker's client uses. Defaults to
+	// temporal.GetDefaultFailureConverter().
+	FailureConverter converter.FailureConverter
+	// Identity names this process in Temporal and as the owner of its tickets (a unique suffix is
+	// added). Defaults to "sluice@<hostname>:<pid>".
+	Identity string
+	// Logger receives Sluice's own logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.Schema = cmp.Or(o.Schema, pgqueue.DefaultSchema)
+	o.MaxHeld = cmp.Or(o.MaxHeld, DefaultMaxHeld)
+	o.LeaseTTL = cmp.Or(o.LeaseTTL, DefaultLeaseTTL)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
+	o.ClaimBatch = cmp.Or(o.ClaimBatch, DefaultClaimBatch)
+	if o.DataConverter == nil {
+		o.DataConverter = converter.GetDefaultDataConverter()
+	}
+	if o.FailureConverter == nil {
+		o.FailureConverter = temporal.GetDefaultFailureConverter()
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = fmt.Sprintf("sluice@%s:%d", host, os.Getpid())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Pool == nil {
+		return errors.New("sluice: Options.Pool must not be nil")
+	}
+	if o.Client == nil {
+		return errors.New("sluice: Options.Client must not be nil")
+	}
+	if err := pgqueue.ValidateSchema(o.Schema); err != nil {
+		return fmt.Errorf("sluice: Options.%w", err)
+	}
+	if len(o.Routes) == 0 {
+		return errors.New("sluice: Options.Routes must route at least one activity type")
+	}
+	limits := map[string]bool{}
+	for i, l := range o.Limits {
+		if err := l.WithDefaults().Validate(); err != nil {
+			return fmt.Errorf("sluice: Options.Limits[%d]: %w", i, err)
+		}
+		if limits[l.Key] {
+			return fmt.Errorf("sluice: Options.Limits[%d]: key %q is given twice", i, l.Key)
+		}
+		limits[l.Key] = true
+	}
+	for name, r := range o.Routes {
+		if name == "" {
+			return errors.New("sluice: Options.Routes has an empty activity type name")
+		}
+		if len(r.Limits) == 0 {
+			return fmt.Errorf("sluice: Options.Routes[%q].Limits must name at least one limit", name)
+		}
+		seen := map[string]bool{}
+		for _, k := range r.Limits {
+			if err := throttle.ValidateKey(k); err != nil {
+				return fmt.Errorf("sluice: Options.Routes[%q].Limits: %w", name, err)
+			}
+			if seen[k] {
+				return fmt.Errorf("sluice: Options.Routes[%q].Limits names %q twice", name, k)
+			}
+			seen[k] = true
+		}
+	}
+	if o.MaxHeld < 1 {
+		return fmt.Errorf("sluice: Options.MaxHeld must be >= 1, got %d", o.MaxHeld)
+	}
+	if o.LeaseTTL < time.Second {
+		return fmt.Errorf("sluice: Options.LeaseTTL must be >= 1s, got %s", o.LeaseTTL)
+	}
+	if o.PollInterval < MinPollInterval {
+		return fmt.Errorf("sluice: Options.PollInterval must be >= %s, got %s", MinPollInterval, o.PollInterval)
+	}
+	if o.HeartbeatInterval < 100*time.Millisecond {
+		return fmt.Errorf("sluice: Options.HeartbeatInterval must be >= 100ms, got %s", o.HeartbeatInterval)
+	}
+	if o.MinRemaining < 0 {
+		return fmt.Errorf("sluice: Options.MinRemaining must be >= 0, got %s", o.MinRemaining)
+	}
+	if o.ClaimBatch < 1 || o.ClaimBatch > 10_000 {
+		return fmt.Errorf("sluice: Options.ClaimBatch must be in [1, 10000], got %d", o.ClaimBatch)
+	}
+	return nil
+}

@@ -1,0 +1,457 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+// Causes of a run context's cancellation.
+var (
+	errCancelRequested = errors.New("sluice: Temporal requested cancellation")
+	errActivityGone    = errors.New("sluice: Temporal no longer knows the activity")
+	errStopping        = errors.New("sluice: worker stopped before the activity finished")
+)
+
+// runtime is the dispatcher of one Plugin: the invocations it holds and the loops that claim, run,
+// heartbeat and deliver them.
+type runtime struct {
+	opts  Options
+	q     *pgqueue.Queue
+	owner string
+	slots chan struct{}
+
+	mu   sync.Mutex
+	held map[string]*invocation
+
+	stopTimeout atomic.Int64
+	stopping    atomic.Bool
+	running     sync.WaitGroup // runs in progress
+	loops       sync.WaitGroup
+	cancel      context.CancelFunc
+	notifier    *pgqueue.Notifier
+}
+
+func newRuntime(opts Options, q *pgqueue.Queue, owner string) *runtime {
+	return &runtime{opts: opts, q: q, owner: owner, slots: make(chan struct{}, opts.MaxHeld), held: map[string]*invocation{}}
+}
+
+func (rt *runtime) setStopTimeout(d time.Duration) { rt.stopTimeout.Store(int64(d)) }
+
+func (rt *runtime) hold(inv *invocation) {
+	rt.mu.Lock()
+	rt.held[inv.key] = inv
+	rt.mu.Unlock()
+}
+
+// drop forgets an invocation and frees its slot; it is safe to call twice.
+func (rt *runtime) drop(inv *invocation) {
+	rt.mu.Lock()
+	_, ok := rt.held[inv.key]
+	if ok && rt.held[inv.key] == inv {
+		delete(rt.held, inv.key)
+	} else {
+		ok = false
+	}
+	rt.mu.Unlock()
+	if ok {
+		<-rt.slots
+	}
+}
+
+func (rt *runtime) lookup(key string) *invocation {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.held[key]
+}
+
+func (rt *runtime) snapshot() []*invocation {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]*invocation, 0, len(rt.held))
+	for _, inv := range rt.held {
+		out = append(out, inv)
+	}
+	return out
+}
+
+func (rt *runtime) start(ctx context.Context) error {
+	if _, err := pgqueue.Migrate(ctx, rt.opts.Pool, pgqueue.MigrateOptions{Schema: rt.opts.Schema}); err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
+	if len(rt.opts.Limits) > 0 {
+		if err := rt.q.UpsertLimits(ctx, rt.opts.Limits...); err != nil {
+			return fmt.Errorf("sluice: %w", err)
+		}
+	}
+	for name, r := range rt.opts.Routes {
+		for _, k := range r.Limits {
+			if _, err := rt.q.Limit(ctx, k); err != nil {
+				return fmt.Errorf("sluice: Options.Routes[%q]: limit %q is neither in Options.Limits nor in the database", name, k)
+			}
+		}
+	}
+	if err := rt.q.RenewLease(ctx, rt.owner, rt.opts.LeaseTTL); err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
+	rt.stopping.Store(false)
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rt.cancel = cancel
+	rt.notifier = rt.q.NewNotifier(rt.opts.Logger)
+	for _, loop := range []func(context.Context){
+		func(ctx context.Context) { _ = rt.notifier.Run(ctx) },
+		rt.claimLoop, rt.ownerLoop, rt.leaseLoop, rt.heartbeatLoop, rt.deliveryLoop,
+	} {
+		rt.loops.Go(func() { loop(lctx) })
+	}
+	return nil
+}
+
+// stop hands the queued tickets back at once, gives running ones the worker's stop timeout, hands
+// back what is left, and ends the loops.
+func (rt *runtime) stop(ctx context.Context) {
+	rt.stopping.Store(true)
+	bg := context.WithoutCancel(ctx)
+	rt.handBackOwn(bg, true)
+	done := make(chan struct{})
+	go func() { rt.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Duration(rt.stopTimeout.Load())):
+		for _, inv := range rt.snapshot() {
+			inv.mu.Lock()
+			if inv.cancel != nil {
+				inv.cancel(errStopping)
+			}
+			inv.mu.Unlock()
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			rt.opts.Logger.Warn("sluice: activities ignored cancellation at worker stop; their tickets are handed back")
+		}
+	}
+	rt.handBackOwn(bg, false)
+	if rt.cancel != nil {
+		rt.cancel()
+	}
+	rt.loops.Wait()
+	if err := rt.q.DropLease(bg, rt.owner); err != nil {
+		rt.opts.Logger.Warn("sluice: drop lease", "owner", rt.owner, "error", err)
+	}
+}
+
+// handBackOwn hands this owner's unfinished tickets back to Temporal and delivers the hand-backs.
+func (rt *runtime) handBackOwn(ctx context.Context, skipRunning bool) {
+	for {
+		ts, err := rt.q.HandBack(ctx, pgqueue.HandBackParams{Owner: rt.owner, SkipRunning: skipRunning})
+		if err != nil {
+			rt.opts.Logger.Error("sluice: hand back tickets at stop", "error", err)
+			return
+		}
+		for _, t := range ts {
+			if inv := rt.lookup(invocationKeyOf(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))); inv != nil {
+				rt.drop(inv)
+			}
+			rt.deliverAndAck(ctx, t)
+		}
+		if len(ts) == 0 {
+			return
+		}
+	}
+}
+
+// wait blocks until ch fires, d passes, or ctx is done; it reports whether ctx is still live.
+func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ch:
+	case <-t.C:
+	}
+	return true
+}
+
+func (rt *runtime) claimLoop(ctx context.Context) {
+	work, unsubscribe := rt.notifier.Subscribe(pgqueue.TopicWork())
+	defer unsubscribe()
+	for {
+		if rt.stopping.Load() {
+			return
+		}
+		res, err := rt.q.Claim(ctx, pgqueue.ClaimParams{Max: rt.opts.ClaimBatch, MinRemaining: rt.opts.MinRemaining})
+		next := rt.opts.PollInterval
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			rt.opts.Logger.Warn("sluice: claim", "error", err)
+		case len(res.Admitted) == rt.opts.ClaimBatch:
+			next = 0
+		case !res.RetryAt.IsZero():
+			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
+		}
+		for _, t := range res.Expired {
+			if inv := rt.lookup(invocationKeyOf(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))); inv != nil {
+				rt.drop(inv) // Temporal has timed the attempt out; there is nothing to report
+			}
+		}
+		if next > 0 && !wait(ctx, work, next) {
+			return
+		}
+	}
+}
+
+func (rt *runtime) ownerLoop(ctx context.Context) {
+	admitted, unsubscribe := rt.notifier.Subscribe(pgqueue.TopicAdmitted(rt.owner))
+	defer unsubscribe()
+	for {
+		ts, err := rt.q.TakeAdmitted(ctx, rt.owner, rt.opts.ClaimBatch)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			rt.opts.Logger.Warn("sluice: take admitted tickets", "error", err)
+		}
+		for _, t := range ts {
+			rt.startRun(t)
+		}
+		if len(ts) == rt.opts.ClaimBatch {
+			continue
+		}
+		if !wait(ctx, admitted, rt.opts.PollInterval) {
+			return
+		}
+	}
+}
+
+// startRun runs an admitted ticket's invocation in its own goroutine.
+func (rt *runtime) startRun(t pgqueue.Ticket) {
+	inv := rt.lookup(invocationKeyOf(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt)))
+	ctx := context.Background()
+	if inv == nil {
+		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
+		// the ticket back so that its reservation is released and Temporal retries it.
+		if err := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeHandedBack}); err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
+			rt.opts.Logger.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
+		}
+		return
+	}
+	runCtx, cancel := context.WithCancelCause(inv.base)
+	if !inv.deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		runCtx, cancelDeadline = context.WithDeadline(runCtx, inv.deadline)
+		prev := cancel
+		cancel = func(cause error) { prev(cause); cancelDeadline() }
+	}
+	runCtx = context.WithValue(runCtx, invocationKey{}, inv)
+	inv.mu.Lock()
+	inv.ticketID, inv.running, inv.cancel = t.ID, true, cancel
+	inv.mu.Unlock()
+	rt.running.Go(func() {
+		defer cancel(nil)
+		result, err := execute(runCtx, inv)
+		t.OutcomeKind, t.Outcome = rt.encodeOutcome(runCtx, result, err)
+		inv.mu.Lock()
+		actual := inv.actual
+		inv.mu.Unlock()
+		cerr := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
+		rt.drop(inv)
+		switch {
+		case errors.Is(cerr, pgqueue.ErrNotFound):
+			// Handed back while it ran (this process lost its lease): Temporal already has a failure.
+			return
+		case cerr != nil:
+			rt.opts.Logger.Error("sluice: record outcome", "ticket_id", t.ID, "error", cerr)
+			return
+		}
+		rt.deliverAndAck(ctx, t)
+	})
+}
+
+// execute runs the rest of the interceptor chain and the activity, turning a panic into an error.
+func execute(ctx context.Context, inv *invocation) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = temporal.NewApplicationError(fmt.Sprintf("activity panicked: %v", p), "PanicError")
+		}
+	}()
+	return inv.next.ExecuteActivity(ctx, inv.in)
+}
+
+func (rt *runtime) leaseLoop(ctx context.Context) {
+	renew := time.NewTicker(rt.opts.LeaseTTL / 3)
+	defer renew.Stop()
+	sweep := time.NewTicker(min(time.Second, rt.opts.LeaseTTL/3))
+	defer sweep.Stop()
+	lastPrune := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			if err := rt.q.RenewLease(ctx, rt.owner, rt.opts.LeaseTTL); err != nil && ctx.Err() == nil {
+				rt.opts.Logger.Warn("sluice: renew lease", "owner", rt.owner, "error", err)
+			}
+		case <-sweep.C:
+			// Any survivor hands back a dead owner's tickets; the delivery loop reports them.
+			if _, err := rt.q.HandBack(ctx, pgqueue.HandBackParams{}); err != nil && ctx.Err() == nil {
+				rt.opts.Logger.Warn("sluice: hand back tickets of dead owners", "error", err)
+			}
+			rt.sweepExpired()
+			if time.Since(lastPrune) > time.Minute {
+				lastPrune = time.Now()
+				if _, err := rt.q.Prune(ctx, pgqueue.PruneParams{}); err != nil && ctx.Err() == nil {
+					rt.opts.Logger.Warn("sluice: prune", "error", err)
+				}
+			}
+		}
+	}
+}
+
+// sweepExpired forgets queued invocations whose Temporal deadline has passed: Temporal has timed them
+// out, and the claim removes their tickets.
+func (rt *runtime) sweepExpired() {
+	now := time.Now()
+	for _, inv := range rt.snapshot() {
+		inv.mu.Lock()
+		expired := !inv.running && !inv.deadline.IsZero() && now.After(inv.deadline.Add(time.Second))
+		inv.mu.Unlock()
+		if expired {
+			rt.drop(inv)
+		}
+	}
+}
+
+func (rt *runtime) deliveryLoop(ctx context.Context) {
+	for {
+		ts, err := rt.q.TakeDeliveries(ctx, rt.opts.ClaimBatch, 10*time.Second)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			rt.opts.Logger.Warn("sluice: take deliveries", "error", err)
+		}
+		for _, t := range ts {
+			rt.deliverAndAck(ctx, t)
+		}
+		if len(ts) == rt.opts.ClaimBatch {
+			continue
+		}
+		if !wait(ctx, nil, rt.opts.PollInterval) {
+			return
+		}
+	}
+}
+
+func (rt *runtime) heartbeatLoop(ctx context.Context) {
+	tick := time.NewTicker(min(250*time.Millisecond, rt.opts.HeartbeatInterval/2))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		for _, inv := range rt.snapshot() {
+			inv.mu.Lock()
+			since := now.Sub(inv.lastSent)
+			var due bool
+			switch {
+			case inv.running && inv.hbTimeout > 0:
+				// The activity heartbeats itself: only flush details it recorded while throttled.
+				due = inv.pending && since >= heartbeatThrottle(inv.hbTimeout)
+			case inv.hbTimeout > 0:
+				due = since >= min(rt.opts.HeartbeatInterval, inv.hbTimeout*8/10)
+			default:
+				due = since >= rt.opts.HeartbeatInterval
+			}
+			inv.mu.Unlock()
+			if due {
+				rt.heartbeat(inv)
+			}
+		}
+	}
+}
+
+// heartbeat sends one heartbeat for inv with its latest details and acts on Temporal's answer.
+func (rt *runtime) heartbeat(inv *invocation) {
+	inv.mu.Lock()
+	details := inv.details
+	inv.pending, inv.lastSent = false, time.Now()
+	inv.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := rt.opts.Client.RecordActivityHeartbeat(ctx, inv.token, details...)
+	if err == nil {
+		return
+	}
+	var cause error
+	var canceled *temporal.CanceledError
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &canceled):
+		cause = errCancelRequested
+	case errors.Is(err, activity.ErrActivityPaused), errors.Is(err, activity.ErrActivityReset):
+		cause = err
+	case errors.As(err, &notFound):
+		cause = errActivityGone
+	default:
+		rt.opts.Logger.Warn("sluice: heartbeat", "activity", inv.key, "error", err)
+		return
+	}
+	rt.interrupt(inv, cause)
+}
+
+// interrupt ends an invocation Temporal no longer wants: a queued one is removed and reported, a
+// running one has its context cancelled with cause and reports what the activity returns.
+func (rt *runtime) interrupt(inv *invocation, cause error) {
+	inv.mu.Lock()
+	id, running, cancel := inv.ticketID, inv.running, inv.cancel
+	inv.mu.Unlock()
+	if running {
+		cancel(cause)
+		return
+	}
+	if id == 0 {
+		return // the ticket is being written; the next heartbeat acts
+	}
+	ctx := context.Background()
+	err := rt.q.Cancel(ctx, id)
+	switch {
+	case errors.Is(err, pgqueue.ErrNotFound):
+		// Admitted and taken meanwhile: the run is starting; cancel it once it has a context.
+		inv.mu.Lock()
+		if inv.cancel != nil {
+			inv.cancel(cause)
+		}
+		inv.mu.Unlock()
+		return
+	case err != nil:
+		rt.opts.Logger.Warn("sluice: remove cancelled ticket", "ticket_id", id, "error", err)
+		return
+	}
+	rt.drop(inv)
+	if cause == errActivityGone {
+		return
+	}
+	kind, outcome := rt.encodeOutcome(ctx, nil, cause)
+	if cause == errCancelRequested {
+		kind, outcome = outcomeCanceled, nil
+	}
+	if err := rt.deliver(ctx, pgqueue.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}); err != nil {
+		rt.opts.Logger.Warn("sluice: report cancelled activity", "ticket_id", id, "error", err)
+	}
+}

@@ -1,0 +1,3 @@
+package interceptor_test
+
+func runSubprocessWorker() bool { return false }

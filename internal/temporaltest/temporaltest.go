@@ -1,0 +1,83 @@
+// Package temporaltest starts a real Temporal dev server (the temporal CLI that `make test` builds
+// into bin/, named by SLUICE_TEMPORAL_CLI) on free ports for a test binary.
+package temporaltest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// Server is a running dev server.
+type Server struct {
+	dev  *testsuite.DevServer
+	Addr string
+}
+
+// Start starts a dev server, or returns (nil, nil) when SLUICE_TEMPORAL_CLI is unset (tests then skip
+// locally; Require fails them under CI).
+func Start(ctx context.Context) (*Server, error) {
+	path := os.Getenv("SLUICE_TEMPORAL_CLI")
+	if path == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("temporaltest: SLUICE_TEMPORAL_CLI: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:  path,
+		LogLevel:      "error",
+		ClientOptions: &client.Options{Logger: QuietLogger()},
+		Stdout:        io.Discard,
+		Stderr:        io.Discard,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("temporaltest: start dev server: %w", err)
+	}
+	return &Server{dev: dev, Addr: dev.FrontendHostPort()}, nil
+}
+
+// Stop stops the server.
+func (s *Server) Stop() {
+	if s != nil {
+		_ = s.dev.Stop()
+	}
+}
+
+// Require returns s, skipping the test when there is no server (failing it under CI).
+func Require(t testing.TB, s *Server) *Server {
+	t.Helper()
+	if s == nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("temporaltest: SLUICE_TEMPORAL_CLI is not set; run the tests with `make test`")
+		}
+		t.Skip("temporaltest: SLUICE_TEMPORAL_CLI is not set; run the tests with `make test`")
+	}
+	return s
+}
+
+// Client dials the server, closed at the end of the test.
+func (s *Server) Client(t testing.TB) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: QuietLogger()})
+	if err != nil {
+		t.Fatalf("temporaltest: dial: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// QuietLogger logs warnings and errors only, so that test output stays readable.
+func QuietLogger() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
