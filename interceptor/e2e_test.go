@@ -18,9 +18,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
 	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/internal/testdb"
-	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -213,4 +213,141 @@ func TestPlugin_FanOutAcrossWorkers(t *testing.T) {
 	require.GreaterOrEqual(t, e.acts.peak.Load(), int64(2), "the limit was actually exercised")
 	requireHealthy(t, e.q)
 	t.Logf("peak concurrency observed by the activities: %d", e.acts.peak.Load())
+}
+
+func TestPlugin_QueuedLongerThanHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// One at a time, each holding 1s: the last of 4 waits ~3s in the queue, three HeartbeatTimeouts.
+	e := newEnv(t, &acts{hold: time.Second})
+	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1}))
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 4, HeartbeatTimeout: time.Second, MaxAttempts: 1})
+	require.NoError(t, err)
+	var sum int
+	require.NoError(t, run.Get(ctx, &sum), "no attempt timed out on heartbeat while queued")
+	require.Equal(t, 12, sum)
+	requireHealthy(t, e.q)
+}
+
+func TestPlugin_RetryPolicyAppliesAsUsual(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{failUntil: 3})
+	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 2}))
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 3, MaxAttempts: 5})
+	require.NoError(t, err)
+	var sum int
+	require.NoError(t, run.Get(ctx, &sum))
+	require.Equal(t, 6, sum)
+	e.acts.calls.Range(func(k, v any) bool {
+		require.Equal(t, int64(3), v.(*atomic.Int64).Load(), "activity %v: two failures, then success", k)
+		return true
+	})
+
+	// And a failure past MaximumAttempts reaches the workflow as the activity's own error.
+	run, err = e.run(t, ctx, FanOut, fanOutInput{N: 1, MaxAttempts: 2})
+	require.NoError(t, err)
+	err = run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, "Flaky", appErr.Type())
+	requireHealthy(t, e.q)
+}
+
+func TestPlugin_CancelReachesQueuedAndRunning(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{})
+	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 2}))
+	run, err := e.run(t, ctx, BlockAll, 6)
+	require.NoError(t, err)
+	// Two running, four queued.
+	require.Eventually(t, func() bool {
+		s, err := e.q.Stats(ctx)
+		return err == nil && len(s) == 1 && s[0].Admitted == 2 && s[0].Queued == 4
+	}, 30*time.Second, 50*time.Millisecond)
+	start := time.Now()
+	require.NoError(t, e.c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))
+	err = run.Get(ctx, nil)
+	elapsed := time.Since(start)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled, "the workflow ends cancelled once all six activities report cancellation")
+	s, err := e.q.Stats(ctx)
+	require.NoError(t, err)
+	require.Zero(t, s[0].Queued+s[0].Admitted, "no ticket is left behind")
+	requireHealthy(t, e.q)
+	t.Logf("cancellation of 2 running and 4 queued activities took %s (HeartbeatInterval 500ms)", elapsed)
+}
+
+func TestPlugin_UnroutedAndLocalActivitiesPassThrough(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{})
+	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
+	opts.Routes = map[string]sluiceinterceptor.Route{"Other": {Limits: []string{"svc"}}}
+	e.startWorker(t, opts)
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 5})
+	require.NoError(t, err)
+	var sum int
+	require.NoError(t, run.Get(ctx, &sum))
+	require.Equal(t, 20, sum)
+	var n int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM `+e.schema+`.sluice_ticket`).Scan(&n))
+	require.Zero(t, n, "unrouted activities write no ticket")
+}
+
+func TestNewPlugin_RejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	s := temporaltest.Require(t, server)
+	c := s.Client(t)
+	pool := testdb.Pool(t)
+	good := sluiceinterceptor.Options{Pool: pool, Client: c, Routes: map[string]sluiceinterceptor.Route{"A": {Limits: []string{"k"}}}}
+	for _, tc := range []struct {
+		name string
+		mod  func(*sluiceinterceptor.Options)
+		want string
+	}{
+		{"NoPool", func(o *sluiceinterceptor.Options) { o.Pool = nil }, "Options.Pool must not be nil"},
+		{"NoClient", func(o *sluiceinterceptor.Options) { o.Client = nil }, "Options.Client must not be nil"},
+		{"NoRoutes", func(o *sluiceinterceptor.Options) { o.Routes = nil }, "Options.Routes must route at least one"},
+		{"HostileSchema", func(o *sluiceinterceptor.Options) { o.Schema = `a"; DROP TABLE x; --` }, "Schema must match"},
+		{"BadLimit", func(o *sluiceinterceptor.Options) { o.Limits = []throttle.Limit{{Key: "k", RequestsPerSecond: -1}} }, "Options.Limits[0]"},
+		{"RouteWithoutLimits", func(o *sluiceinterceptor.Options) { o.Routes = map[string]sluiceinterceptor.Route{"A": {}} }, `Routes["A"].Limits must name`},
+		{"RouteNamesLimitTwice", func(o *sluiceinterceptor.Options) {
+			o.Routes = map[string]sluiceinterceptor.Route{"A": {Limits: []string{"k", "k"}}}
+		}, `names "k" twice`},
+		{"NegativeMaxHeld", func(o *sluiceinterceptor.Options) { o.MaxHeld = -1 }, "MaxHeld must be >= 1, got -1"},
+		{"TinyPollInterval", func(o *sluiceinterceptor.Options) { o.PollInterval = time.Millisecond }, "PollInterval must be >= 10ms, got 1ms"},
+		{"ShortLease", func(o *sluiceinterceptor.Options) { o.LeaseTTL = time.Millisecond }, "LeaseTTL must be >= 1s, got 1ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good
+			tc.mod(&o)
+			_, err := sluiceinterceptor.NewPlugin(o)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := sluiceinterceptor.NewPlugin(good)
+	require.NoError(t, err)
+}
+
+func TestPlugin_BadCostFailsTheAttemptClearly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{})
+	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
+	opts.Routes = map[string]sluiceinterceptor.Route{"Double": {Limits: []string{"svc"}, Cost: func([]any) (int64, error) { return -5, nil }}}
+	e.startWorker(t, opts)
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 1})
+	require.NoError(t, err)
+	err = run.Get(ctx, nil)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, "SluiceBadCost", appErr.Type())
+	require.ErrorContains(t, err, `Routes["Double"].Cost must return a value in [0, 1099511627776], got -5`)
 }
