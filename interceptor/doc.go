@@ -1,0 +1,40 @@
+// Package interceptor is the Sluice Temporal worker plugin. Import it as sluiceinterceptor, since
+// Temporal has a package of the same name:
+//
+//	import sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+//
+//	plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
+//		Pool:   pool, // *pgxpool.Pool
+//		Client: c,    // the worker's Temporal client
+//		Limits: []throttle.Limit{{Key: "openai", MaxConcurrent: 50, RequestsPerSecond: 10, TokensPerMinute: 90_000}},
+//		Routes: map[string]sluiceinterceptor.Route{"Summarize": {Limits: []string{"openai"}, Cost: estimateTokens}},
+//	})
+//	w := worker.New(c, "llm", worker.Options{Plugins: []worker.Plugin{plugin}})
+//
+// # How an activity runs
+//
+// For a routed activity type, the interceptor writes an admission ticket to Postgres and returns
+// activity.ErrResultPending, so no worker slot is held while it waits. The invocation (its decoded
+// arguments and context values) stays in this process's memory. Any replica's dispatcher may admit
+// the ticket, within every limit it draws on, globally; this process then runs the activity with its
+// own context (the activity's deadline, cancelled when Temporal cancels), records the encoded outcome
+// in Postgres and completes the activity to Temporal, retrying the delivery until Temporal has it.
+// Activity code is unchanged: activity.GetInfo, GetLogger and RecordHeartbeat work as usual.
+//
+// # Timeouts
+//
+// Temporal's StartToCloseTimeout starts when the worker picks the task up, so it covers the time in
+// the queue as well as the run: set it to the longest wait you accept plus the run. A ticket whose
+// deadline has passed is never admitted. Queued tickets are heartbeated (every HeartbeatInterval, and
+// at least every 0.8 x HeartbeatTimeout), so a wait longer than the HeartbeatTimeout is fine, and a
+// cancelled workflow's queued activities are removed within one HeartbeatInterval.
+//
+// # Failures
+//
+// A process that stops hands its queued tickets back to Temporal at once, and its running ones once
+// the worker's WorkerStopTimeout has passed; one that dies has its tickets handed back by a survivor
+// LeaseTTL after its last lease renewal. A hand-back is a retryable failure (type SluiceHandedBack):
+// Temporal retries the activity on a live worker and the retry keeps its place in line, so a crash
+// costs an activity one attempt, as it does for unthrottled activities. Queued activities still count
+// towards Temporal's limit of pending activities per workflow.
+package interceptor
