@@ -24,8 +24,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sluicehq/sluice/internal/temporaltest"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/throttle"
 )
 
