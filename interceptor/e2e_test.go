@@ -351,3 +351,31 @@ func TestPlugin_BadCostFailsTheAttemptClearly(t *testing.T) {
 	require.Equal(t, "SluiceBadCost", appErr.Type())
 	require.ErrorContains(t, err, `Routes["Double"].Cost must return a value in [0, 1099511627776], got -5`)
 }
+
+func TestPlugin_MaxHeldPushesBackIntoTemporal(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{hold: 100 * time.Millisecond})
+	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
+	opts.MaxHeld = 2
+	e.startWorker(t, opts)
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 12})
+	require.NoError(t, err)
+	result := make(chan error, 1)
+	go func() { result <- run.Get(ctx, nil) }()
+	peak := 0
+	for {
+		var n int
+		require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM `+e.schema+`.sluice_ticket WHERE state IN ('queued', 'admitted', 'running')`).Scan(&n))
+		peak = max(peak, n)
+		select {
+		case err := <-result:
+			require.NoError(t, err)
+			require.LessOrEqual(t, peak, 2, "no more tickets than MaxHeld invocations exist at once")
+			require.Equal(t, 2, peak, "the bound was reached")
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
