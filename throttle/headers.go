@@ -1,0 +1,339 @@
+package throttle
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxRetryAfter is the longest pause a Retry-After (or retry-after-ms) header can order: a longer wait,
+// or a date further ahead, is clamped to now+MaxRetryAfter, so that a buggy or hostile header cannot
+// stall a key for days.
+const MaxRetryAfter = time.Hour
+
+// maxReset is how far ahead a rate-limit reset may lie: a later reset is clamped to now+maxReset.
+const maxReset = 24 * time.Hour
+
+// RateLimitInfo is what a provider's response headers say about its limits, as absolute instants.
+// A zero field means the header was absent or unusable.
+//
+// Every float field is finite and >= 0; a remaining figure is at most its limit when both are
+// present (limit > 0); every reset lies in [now, now+24h] and RetryAfter in [now, now+MaxRetryAfter],
+// for the now given to ParseRateLimitHeaders.
+type RateLimitInfo struct {
+	RequestsLimit, RequestsRemaining float64 // requests per window (OpenAI: per minute or per day; Anthropic: per minute)
+	RequestsReset                    time.Time
+	TokensLimit, TokensRemaining     float64 // tokens per minute
+	TokensReset                      time.Time
+	// HasRequestsRemaining and HasTokensRemaining report that the remaining figure was present:
+	// remaining may legitimately be 0.
+	HasRequestsRemaining, HasTokensRemaining bool
+	// RetryAfter is from retry-after-ms (preferred), Retry-After seconds, or a Retry-After HTTP date.
+	RetryAfter time.Time
+}
+
+// ParseRetryAfter reads the wait a response orders from h, as an instant: retry-after-ms (milliseconds,
+// possibly fractional) when it is usable, else Retry-After as non-negative (integer or decimal)
+// seconds or as an HTTP date. The instant is clamped to [now, now+MaxRetryAfter]: a date in the past
+// means now, and a wait too long for a float64 (1e400) is clamped like any other long wait. ok is
+// false when neither header is present and usable: negative, "NaN", "Inf" and otherwise malformed
+// values are ignored, and a malformed retry-after-ms falls back to Retry-After.
+func ParseRetryAfter(h http.Header, now time.Time) (time.Time, bool) {
+	if ms, ok := parseDecimal(h.Get("retry-after-ms")); ok {
+		return now.Add(clampWait(ms*float64(time.Millisecond), MaxRetryAfter)), true
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if secs, ok := parseDecimal(v); ok {
+		return now.Add(clampWait(secs*float64(time.Second), MaxRetryAfter)), true
+	}
+	if v == "" {
+		return time.Time{}, false
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return clampInstant(t, now, MaxRetryAfter), true
+	}
+	return time.Time{}, false
+}
+
+// ParseRateLimitHeaders reads the rate-limit headers of an OpenAI or Anthropic response (names are
+// case-insensitive) as of now. It never fails: a header that is absent or unusable leaves its field
+// zero.
+//
+// Requests are read from x-ratelimit-{limit,remaining,reset}-requests (OpenAI) or, when none of those
+// is usable, anthropic-ratelimit-requests-{limit,remaining,reset}. Tokens are read from
+// x-ratelimit-{limit,remaining,reset}-tokens (OpenAI), else anthropic-ratelimit-tokens-*, else, when
+// none of the plain anthropic tokens headers is usable, anthropic-ratelimit-input-tokens-*: the input
+// budget stands in for the token budget, which is conservative for a budget that counts input and
+// output together. The three figures of one kind always come from the same header family.
+// anthropic-ratelimit-output-tokens-* are not used: RateLimitInfo has one token budget.
+//
+// Numbers must be plain non-negative decimals (an exponent is allowed); negative, "NaN", "Inf", hex
+// or otherwise malformed numbers are ignored, and so is a limit or remaining figure too large for a
+// float64 (1e400; 1e308 is kept). A limit of 0 is treated as absent. A remaining figure above its
+// limit is clamped to the limit. A reset is an RFC 3339 timestamp (Anthropic), a Go-style duration
+// such as 6m0s, 20ms or 1h2m3.5s (OpenAI), or a bare number of seconds, whichever family sent it; a
+// negative duration is ignored, a reset in the past means now, and one more than 24h ahead (an
+// overflowing duration or number included) is clamped to now+24h. RetryAfter is as ParseRetryAfter
+// returns it.
+func ParseRateLimitHeaders(h http.Header, now time.Time) RateLimitInfo {
+	var info RateLimitInfo
+	req := firstWindow(h, now,
+		[3]string{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
+		[3]string{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"},
+	)
+	info.RequestsLimit, info.RequestsRemaining, info.HasRequestsRemaining, info.RequestsReset = req.limit, req.remaining, req.hasRemaining, req.reset
+	tok := firstWindow(h, now,
+		[3]string{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"},
+		[3]string{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"},
+		[3]string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"},
+	)
+	info.TokensLimit, info.TokensRemaining, info.HasTokensRemaining, info.TokensReset = tok.limit, tok.remaining, tok.hasRemaining, tok.reset
+	info.RetryAfter, _ = ParseRetryAfter(h, now)
+	return info
+}
+
+// Observe applies what a provider's headers say (info, as of now) to a limit and its state, and
+// returns the effective limit, which admission (Check, Admit, Release) should use until the next
+// Observe, and the new state. l is the limit as configured: the ceiling. Its defaults are filled in
+// (WithDefaults) first, and the effective limit is never above it.
+//
+//   - The provider's real limit is learned when lower than the configured one: TokensPerMinute
+//     becomes info.TokensLimit and TokenBurst at most that; RequestsPerSecond becomes
+//     info.RequestsLimit/60 (the requests limit is taken as per minute, so an OpenAI per-day figure
+//     only ever keeps the configured rate) and Burst at most max(1, RequestsLimit/60). A burst stays
+//     >= 1. A provider limit below 1 is ignored. A kind of limit l does not set stays unset: headers
+//     never add a kind of limit nor raise one. The effective limit depends on info alone, not on what
+//     an earlier Observe learned: info without limit figures gives back the configured limit.
+//   - Nothing is admitted past what the provider says remains: the buckets are refilled to now under
+//     the effective limit, then a bucket whose remaining figure is present is lowered to it. Recovery
+//     then follows the effective refill rate rather than jumping to full at the provider's reset
+//     (TokensReset and RequestsReset are not used), so between now and the reset the bucket may
+//     refill up to rate*(reset-now) more than the provider said remained; the next response's
+//     headers correct that.
+//   - A RetryAfter after now pauses the key until then (State.Pause; an existing later pause stands),
+//     at most MaxRetryAfter ahead.
+//
+// Observe accepts any info, not only ParseRateLimitHeaders' output: a negative, NaN or infinite
+// figure is ignored.
+func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State) {
+	l = l.WithDefaults()
+	eff := l
+	if l.TokensPerMinute > 0 && usableLimit(info.TokensLimit) && info.TokensLimit < l.TokensPerMinute {
+		eff.TokensPerMinute = info.TokensLimit
+		eff.TokenBurst = math.Min(l.TokenBurst, math.Max(1, info.TokensLimit))
+	}
+	if l.RequestsPerSecond > 0 && usableLimit(info.RequestsLimit) && info.RequestsLimit/60 < l.RequestsPerSecond {
+		perSecond := info.RequestsLimit / 60
+		eff.RequestsPerSecond = perSecond
+		eff.Burst = math.Min(l.Burst, math.Max(1, perSecond))
+	}
+
+	s = eff.refill(s, now)
+	if eff.TokensPerMinute > 0 && info.HasTokensRemaining && finiteNonNeg(info.TokensRemaining) {
+		s.Tokens.Level = math.Min(s.Tokens.Level, info.TokensRemaining)
+	}
+	if eff.RequestsPerSecond > 0 && info.HasRequestsRemaining && finiteNonNeg(info.RequestsRemaining) {
+		s.Requests.Level = math.Min(s.Requests.Level, info.RequestsRemaining)
+	}
+
+	if info.RetryAfter.After(now) {
+		s = s.Pause(clampInstant(info.RetryAfter, now, MaxRetryAfter))
+	}
+	return eff, s
+}
+
+// window is one kind of limit as one family of headers reports it.
+type window struct {
+	limit, remaining float64
+	hasRemaining     bool
+	reset            time.Time
+}
+
+// firstWindow reads the first family of {limit, remaining, reset} header names of which any header
+// is usable, so that one kind's figures never mix families.
+func firstWindow(h http.Header, now time.Time, families ...[3]string) window {
+	for _, names := range families {
+		var w window
+		if v, ok := parseNumber(h.Get(names[0])); ok && v > 0 {
+			w.limit = v
+		}
+		w.remaining, w.hasRemaining = parseNumber(h.Get(names[1]))
+		w.reset, _ = parseReset(h.Get(names[2]), now)
+		if w.limit == 0 && !w.hasRemaining && w.reset.IsZero() {
+			continue
+		}
+		if w.hasRemaining && w.limit > 0 && w.remaining > w.limit {
+			w.remaining = w.limit
+		}
+		return w
+	}
+	return window{}
+}
+
+// parseNumber parses v as a finite non-negative decimal (see parseDecimal). It refuses negatives,
+// NaN, infinities and a decimal too large for a float64.
+func parseNumber(v string) (float64, bool) {
+	f, ok := parseDecimal(v)
+	if !ok || math.IsInf(f, 1) {
+		return 0, false
+	}
+	return f, true
+}
+
+// parseDecimal parses v as a non-negative decimal: optional '+', digits with at most one '.', and an
+// optional exponent; surrounding spaces are ignored. Anything else (a sign '-', "NaN", "Inf", hex,
+// underscores, a unit) is refused. A well-formed decimal too large for a float64 is +Inf: a caller
+// that reads a wait clamps it, one that reads a count refuses it.
+func parseDecimal(v string) (float64, bool) {
+	v = strings.TrimSpace(v)
+	if !isDecimal(v) {
+		return 0, false
+	}
+	// isDecimal has checked the syntax, so an error can only be a range error: +Inf for an
+	// overflow, 0 or a denormal for an underflow.
+	f, _ := strconv.ParseFloat(v, 64)
+	return f + 0, true // + 0 turns a -0 from an underflow into 0
+}
+
+// isDecimal reports whether v is [+]digits[.digits][(e|E)[+|-]digits] with at least one mantissa
+// digit (either side of the point may be empty, not both).
+func isDecimal(v string) bool {
+	i := 0
+	if i < len(v) && v[i] == '+' {
+		i++
+	}
+	digits := 0
+	for ; i < len(v) && isDigit(v[i]); i++ {
+		digits++
+	}
+	if i < len(v) && v[i] == '.' {
+		i++
+		for ; i < len(v) && isDigit(v[i]); i++ {
+			digits++
+		}
+	}
+	if digits == 0 {
+		return false
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		exp := 0
+		for ; i < len(v) && isDigit(v[i]); i++ {
+			exp++
+		}
+		if exp == 0 {
+			return false
+		}
+	}
+	return i == len(v)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// parseReset parses a reset header as an instant in [now, now+maxReset]: an RFC 3339 timestamp, a
+// Go-style duration from now, or a bare number of seconds from now. ok is false for anything else,
+// a negative duration included.
+func parseReset(v string, now time.Time) (time.Time, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, false
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return clampInstant(t, now, maxReset), true
+	}
+	if secs, ok := parseDecimal(v); ok {
+		return now.Add(clampWait(secs*float64(time.Second), maxReset)), true
+	}
+	if ns, ok := parseDuration(v); ok {
+		return now.Add(clampWait(ns, maxReset)), true
+	}
+	return time.Time{}, false
+}
+
+// durationUnits are time.ParseDuration's units, in nanoseconds.
+var durationUnits = map[string]float64{
+	"ns": 1,
+	"us": float64(time.Microsecond),
+	"µs": float64(time.Microsecond), // U+00B5 micro sign
+	"μs": float64(time.Microsecond), // U+03BC Greek small letter mu
+	"ms": float64(time.Millisecond),
+	"s":  float64(time.Second),
+	"m":  float64(time.Minute),
+	"h":  float64(time.Hour),
+}
+
+// parseDuration parses a non-negative duration in time.ParseDuration's syntax (an optional '+', then
+// one or more decimal numbers each followed by a unit) into nanoseconds, as a float so that a
+// duration too long for a time.Duration is not an error but a large (possibly infinite) number for
+// the caller to clamp.
+func parseDuration(v string) (float64, bool) {
+	if strings.HasPrefix(v, "+") {
+		v = v[1:]
+	}
+	if v == "" {
+		return 0, false
+	}
+	total := 0.0
+	for v != "" {
+		i, digits := 0, 0
+		for ; i < len(v) && isDigit(v[i]); i++ {
+			digits++
+		}
+		if i < len(v) && v[i] == '.' {
+			i++
+			for ; i < len(v) && isDigit(v[i]); i++ {
+				digits++
+			}
+		}
+		if digits == 0 {
+			return 0, false
+		}
+		// The syntax is checked, so the only possible error is a range error, whose +Inf result is
+		// what the caller clamps.
+		n, _ := strconv.ParseFloat(v[:i], 64)
+		v = v[i:]
+		j := 0
+		for ; j < len(v) && v[j] != '.' && !isDigit(v[j]); j++ {
+		}
+		unit, ok := durationUnits[v[:j]]
+		if !ok {
+			return 0, false
+		}
+		v = v[j:]
+		total += n * unit
+	}
+	return total, true
+}
+
+// clampWait converts a non-negative wait in nanoseconds, possibly too large for a time.Duration or
+// infinite, to a Duration of at most ceiling.
+func clampWait(ns float64, ceiling time.Duration) time.Duration {
+	if !(ns < float64(ceiling)) { // also catches +Inf and NaN
+		return ceiling
+	}
+	return max(0, time.Duration(math.Round(ns)))
+}
+
+// clampInstant returns t clamped to [now, now+ceiling].
+func clampInstant(t, now time.Time, ceiling time.Duration) time.Time {
+	if t.Before(now) {
+		return now
+	}
+	if latest := now.Add(ceiling); t.After(latest) {
+		return latest
+	}
+	return t
+}
+
+// finiteNonNeg reports whether f is a finite number >= 0.
+func finiteNonNeg(f float64) bool { return f >= 0 && !math.IsInf(f, 1) }
+
+// usableLimit reports whether f is a provider limit Observe can learn: finite and at least 1 (a limit
+// below one request or token per window is not a real figure, and would make a rate that rounds to
+// no limit at all).
+func usableLimit(f float64) bool { return f >= 1 && !math.IsInf(f, 1) }
