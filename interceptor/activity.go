@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // invocation is one routed activity attempt held in this process's memory from ExecuteActivity until
@@ -27,8 +30,12 @@ type invocation struct {
 	deadline  time.Time
 	hbTimeout time.Duration
 
+	line string // the route's first limit: where headers and 429s apply
+
 	mu       sync.Mutex
 	ticketID int64
+	facts    admission.Facts
+	limited  time.Time // the provider said 429 until then (sluiceactivity.RateLimited)
 	running  bool
 	cancel   context.CancelCauseFunc
 	details  []any
@@ -105,6 +112,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		key:  invocationKeyOf(ai.Namespace, ai.WorkflowID, ai.RunID, ai.ActivityID, info.Attempt),
 		next: a.Next, in: in, base: context.WithoutCancel(ctx), token: info.TaskToken,
 		namespace: ai.Namespace, deadline: info.Deadline, hbTimeout: info.HeartbeatTimeout, actual: -1,
+		line: route.Limits[0],
 		lastSent: time.Now(),
 	}
 	// Held before the ticket exists, so that an admission racing the enqueue finds it.
@@ -177,4 +185,37 @@ func heartbeatThrottle(hbTimeout time.Duration) time.Duration {
 		return min(time.Second, hbTimeout/2)
 	}
 	return time.Second
+}
+
+// runHandle is the admission.Run that sluiceactivity reaches through the run's context.
+type runHandle struct {
+	rt  *runtime
+	inv *invocation
+}
+
+var _ admission.Run = runHandle{}
+
+func (h runHandle) Facts() admission.Facts {
+	h.inv.mu.Lock()
+	defer h.inv.mu.Unlock()
+	return h.inv.facts
+}
+
+func (h runHandle) ReportUsage(tokens int64) {
+	h.inv.mu.Lock()
+	h.inv.actual = tokens
+	h.inv.mu.Unlock()
+}
+
+func (h runHandle) RateLimited(until time.Time) {
+	h.inv.mu.Lock()
+	if until.After(h.inv.limited) {
+		h.inv.limited = until
+	}
+	h.inv.mu.Unlock()
+}
+
+func (h runHandle) ObserveHeaders(ctx context.Context, hdr http.Header) error {
+	info := throttle.ParseRateLimitHeaders(hdr, time.Now())
+	return h.rt.q.Observe(context.WithoutCancel(ctx), h.inv.line, info)
 }

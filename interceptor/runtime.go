@@ -12,6 +12,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -256,16 +258,24 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 		cancel = func(cause error) { prev(cause); cancelDeadline() }
 	}
 	runCtx = context.WithValue(runCtx, invocationKey{}, inv)
+	runCtx = admission.With(runCtx, runHandle{rt: rt, inv: inv})
 	inv.mu.Lock()
 	inv.ticketID, inv.running, inv.cancel = t.ID, true, cancel
+	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, ReservedCost: t.Cost,
+		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
 	inv.mu.Unlock()
 	rt.running.Go(func() {
 		defer cancel(nil)
 		result, err := execute(runCtx, inv)
-		t.OutcomeKind, t.Outcome = rt.encodeOutcome(runCtx, result, err)
 		inv.mu.Lock()
-		actual := inv.actual
+		actual, limited := inv.actual, inv.limited
 		inv.mu.Unlock()
+		var throttled *sluiceactivity.ThrottledError
+		if !limited.IsZero() && errors.As(err, &throttled) && runCtx.Err() == nil {
+			rt.requeue(ctx, inv, t, limited, actual)
+			return
+		}
+		t.OutcomeKind, t.Outcome = rt.encodeOutcome(runCtx, result, err)
 		cerr := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
 		rt.drop(inv)
 		switch {
@@ -453,5 +463,22 @@ func (rt *runtime) interrupt(inv *invocation, cause error) {
 	}
 	if err := rt.deliver(ctx, pgqueue.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}); err != nil {
 		rt.opts.Logger.Warn("sluice: report cancelled activity", "ticket_id", id, "error", err)
+	}
+}
+
+// requeue puts a run the provider refused (a 429 reported through sluiceactivity.RateLimited) back
+// in line at its place, pausing its line's limit until the provider's reset on every replica. The
+// invocation stays held: when admitted again it runs again, in the same Temporal attempt.
+func (rt *runtime) requeue(ctx context.Context, inv *invocation, t pgqueue.Ticket, until time.Time, actual int64) {
+	// A refused call spent its request but, unless reported otherwise, no tokens.
+	actual = max(actual, 0)
+	err := rt.q.Requeue(ctx, pgqueue.RequeueParams{TicketID: t.ID, NotBefore: until, ActualCost: actual,
+		PauseKeys: []string{inv.line}, PauseUntil: until})
+	inv.mu.Lock()
+	inv.running, inv.cancel, inv.limited, inv.actual, inv.lastSent = false, nil, time.Time{}, -1, time.Now()
+	inv.mu.Unlock()
+	if err != nil {
+		rt.opts.Logger.Error("sluice: requeue rate-limited run", "ticket_id", t.ID, "error", err)
+		rt.drop(inv)
 	}
 }

@@ -13,12 +13,18 @@ import (
 
 // limitColumns are read by every statement that decides admissions.
 const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens,
-	request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime`
+	request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime,
+	coalesce(learned_requests_per_second, 0), coalesce(learned_burst, 0), coalesce(learned_tokens_per_minute, 0),
+	coalesce(learned_token_burst, 0)`
 
 // limitRow is a sluice_limit row: configuration and state.
 type limitRow struct {
-	limit throttle.Limit
-	state throttle.State
+	// configured is the limit as the user set it: the ceiling. limit is what admission applies: the
+	// configured limit lowered to what the provider's headers reported, if that is lower.
+	configured throttle.Limit
+	limit      throttle.Limit
+	learned    throttle.Limit // the learned rates; zero fields learned nothing
+	state      throttle.State
 	vtime float64
 	dirty bool
 }
@@ -31,11 +37,14 @@ func scanLimit(row pgx.Row) (*limitRow, error) {
 	err := row.Scan(&r.limit.Key, &r.limit.MaxConcurrent, &r.limit.RequestsPerSecond, &r.limit.Burst,
 		&r.limit.TokensPerMinute, &r.limit.TokenBurst, &r.limit.MaxInflightTokens,
 		&r.state.Requests.Level, &reqAt, &r.state.Tokens.Level, &tokAt,
-		&r.state.InflightCount, &r.state.InflightTokens, &paused, &r.vtime)
+		&r.state.InflightCount, &r.state.InflightTokens, &paused, &r.vtime,
+		&r.learned.RequestsPerSecond, &r.learned.Burst, &r.learned.TokensPerMinute, &r.learned.TokenBurst)
 	if err != nil {
 		return nil, err
 	}
 	r.limit = r.limit.WithDefaults()
+	r.configured = r.limit
+	r.limit = lowerTo(r.limit, r.learned)
 	if reqAt != nil {
 		r.state.Requests.At = reqAt.UTC()
 	}
@@ -198,4 +207,18 @@ func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
 		return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}
 	return nil
+}
+
+// lowerTo returns l with each rate that learned sets lowered to it; a rate l does not set stays unset.
+func lowerTo(l, learned throttle.Limit) throttle.Limit {
+	low := func(cur *float64, v float64) {
+		if *cur > 0 && v > 0 && v < *cur {
+			*cur = v
+		}
+	}
+	low(&l.RequestsPerSecond, learned.RequestsPerSecond)
+	low(&l.Burst, learned.Burst)
+	low(&l.TokensPerMinute, learned.TokensPerMinute)
+	low(&l.TokenBurst, learned.TokenBurst)
+	return l
 }

@@ -1,0 +1,147 @@
+// Package activity is what activity code may call to tell Sluice what the provider said: the real
+// cost of a call, a 429 with its Retry-After, the provider's rate-limit headers. It also reads the
+// facts of the admission. Import it as sluiceactivity, since Temporal has a package of the same name:
+//
+//	import sluiceactivity "github.com/sluicehq/sluice/activity"
+//
+//	func Summarize(ctx context.Context, doc string) (string, error) {
+//		resp, err := callProvider(ctx, doc)
+//		if resp != nil {
+//			_ = sluiceactivity.ReportHeaders(ctx, resp.Header) // the key adapts to what the provider says
+//		}
+//		if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
+//			// Back in line without spending a Temporal attempt; the key pauses on every replica.
+//			return "", sluiceactivity.RateLimited(ctx, resp.Header)
+//		}
+//		...
+//		_ = sluiceactivity.ReportTokens(ctx, usage.PromptTokens, usage.CompletionTokens)
+//		return summary, nil
+//	}
+//
+// # Outside Sluice
+//
+// Called from an activity that Sluice does not throttle (an unrouted type, a local activity, a
+// unit test), ReportUsage, ReportTokens and ReportHeaders do nothing and return ErrNotThrottled, which
+// callers may ignore; Admission reports false; RateLimited still returns a *ThrottledError, which
+// then fails the attempt as an ordinary retryable error, so that Temporal's retry policy applies.
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/admission"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// ErrNotThrottled is returned by the Report functions when the calling activity is not run by Sluice.
+var ErrNotThrottled = errors.New("sluiceactivity: the activity is not throttled by Sluice")
+
+// ThrottledError is what RateLimited returns and the activity returns in turn: the provider refused
+// the call until RetryAfter.
+type ThrottledError struct {
+	// Key is the limit that was paused (the route's first limit); empty outside Sluice.
+	Key        string
+	RetryAfter time.Time
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("sluice: the provider is rate limiting %q until %s", e.Key, e.RetryAfter.Format(time.RFC3339Nano))
+}
+
+// DefaultRetryAfter is the pause when a 429 carries no usable Retry-After header.
+const DefaultRetryAfter = time.Second
+
+// ReportUsage reports the real token cost of the call, to be reconciled with the reservation when the
+// activity finishes: a call that used less frees the difference, one that used more carries debt.
+// Without a report the reservation stands as spent. The last report wins.
+func ReportUsage(ctx context.Context, tokens int64) error {
+	r, ok := admission.From(ctx)
+	if !ok {
+		return ErrNotThrottled
+	}
+	if tokens < 0 {
+		return fmt.Errorf("sluiceactivity: ReportUsage: tokens must be >= 0, got %d", tokens)
+	}
+	r.ReportUsage(tokens)
+	return nil
+}
+
+// ReportTokens reports the real usage as input and output tokens; Sluice reconciles their sum.
+func ReportTokens(ctx context.Context, input, output int64) error {
+	if input < 0 || output < 0 {
+		return fmt.Errorf("sluiceactivity: ReportTokens: tokens must be >= 0, got input %d, output %d", input, output)
+	}
+	return ReportUsage(ctx, input+output)
+}
+
+// ReportHeaders hands Sluice the provider's response headers (OpenAI x-ratelimit-*, Anthropic
+// anthropic-ratelimit-*, Retry-After): the route's first limit learns the provider's real rates
+// (never above what you configured), admits no more than the provider says remains, and pauses for a
+// Retry-After, on every replica.
+func ReportHeaders(ctx context.Context, h http.Header) error {
+	r, ok := admission.From(ctx)
+	if !ok {
+		return ErrNotThrottled
+	}
+	return r.ObserveHeaders(ctx, h)
+}
+
+// RateLimited returns the error an activity returns when the provider answered 429: the run goes back
+// in line, without spending a Temporal attempt, and its limit pauses until the Retry-After of h (nil
+// or no header: DefaultRetryAfter) on every replica. Report the headers too for the key to adapt.
+func RateLimited(ctx context.Context, h http.Header) error {
+	return RateLimitedFor(ctx, retryAfter(h))
+}
+
+// RateLimitedFor is RateLimited with the wait given directly.
+func RateLimitedFor(ctx context.Context, wait time.Duration) error {
+	wait = min(max(wait, 0), throttle.MaxRetryAfter)
+	until := time.Now().Add(wait)
+	r, ok := admission.From(ctx)
+	if !ok {
+		return &ThrottledError{RetryAfter: until}
+	}
+	r.RateLimited(until)
+	f := r.Facts()
+	return &ThrottledError{Key: f.Limits[0], RetryAfter: until}
+}
+
+func retryAfter(h http.Header) time.Duration {
+	if h == nil {
+		return DefaultRetryAfter
+	}
+	now := time.Now()
+	if t, ok := throttle.ParseRetryAfter(h, now); ok {
+		return t.Sub(now)
+	}
+	return DefaultRetryAfter
+}
+
+// Info is what Sluice knows of the admission of the current run.
+type Info struct {
+	// TicketID identifies the ticket in Sluice's tables.
+	TicketID int64
+	// Limits are the keys the run draws on; the first is its line.
+	Limits []string
+	// ReservedCost is the token estimate reserved at admission.
+	ReservedCost int64
+	// Waited is how long the ticket waited in line, from written to admitted.
+	Waited time.Duration
+	// Requeues counts the times the run went back in line after a 429.
+	Requeues int
+}
+
+// Admission returns the facts of the current run's admission, and false outside Sluice.
+func Admission(ctx context.Context) (Info, bool) {
+	r, ok := admission.From(ctx)
+	if !ok {
+		return Info{}, false
+	}
+	f := r.Facts()
+	return Info{TicketID: f.TicketID, Limits: f.Limits, ReservedCost: f.ReservedCost,
+		Waited: f.AdmittedAt.Sub(f.EnqueuedAt), Requeues: f.Requeues}, true
+}

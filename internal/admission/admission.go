@@ -1,0 +1,39 @@
+// Package admission is the link between the activity package, which activity code calls, and the
+// interceptor, which holds the invocation: a context value that neither side has to import the other
+// for.
+package admission
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Facts are what Sluice knows of an admitted run.
+type Facts struct {
+	TicketID     int64
+	Limits       []string
+	ReservedCost int64
+	EnqueuedAt   time.Time
+	AdmittedAt   time.Time
+	Requeues     int
+}
+
+// Run is the interceptor's side of one admitted run.
+type Run interface {
+	Facts() Facts
+	ReportUsage(tokens int64)
+	RateLimited(until time.Time)
+	ObserveHeaders(ctx context.Context, h http.Header) error
+}
+
+type key struct{}
+
+// With returns ctx carrying r.
+func With(ctx context.Context, r Run) context.Context { return context.WithValue(ctx, key{}, r) }
+
+// From returns the run ctx carries, if any.
+func From(ctx context.Context) (Run, bool) {
+	r, ok := ctx.Value(key{}).(Run)
+	return r, ok
+}

@@ -1,0 +1,81 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Observe applies what a provider's rate-limit headers say to key, at once for every replica: the
+// provider's real rates are learned when lower than the configured ones (never higher, and a limit
+// kind that was not configured is not added), the buckets are lowered to what the provider says
+// remains, and a Retry-After pauses the key. Recovery then follows the (learned) refill rate. It
+// returns ErrUnknownLimit for a key that does not exist.
+func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimitInfo) error {
+	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+		rows, err := q.lockLimits(ctx, tx, []string{key}, false)
+		if err != nil {
+			return err
+		}
+		r := rows[key]
+		if r == nil {
+			return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+		}
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		// Bring the buckets to now under the rates in force, then apply the headers with the
+		// configured limit as the ceiling.
+		if r.limit.RequestsPerSecond > 0 {
+			r.state.Requests = r.state.Requests.Refill(now, r.limit.RequestsPerSecond, r.limit.Burst)
+		}
+		if r.limit.TokensPerMinute > 0 {
+			r.state.Tokens = r.state.Tokens.Refill(now, r.limit.TokensPerMinute/60, r.limit.TokenBurst)
+		}
+		eff, st := r.configured.Observe(r.state, now, info)
+		r.state, r.dirty = st, true
+		if err := q.saveLimits(ctx, tx, rows); err != nil {
+			return err
+		}
+		lower := func(eff, conf float64) any {
+			if eff > 0 && eff < conf {
+				return eff
+			}
+			return nil
+		}
+		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_requests_per_second = $2, learned_burst = $3,
+			learned_tokens_per_minute = $4, learned_token_burst = $5, learned_at = $6 WHERE key = $1`), key,
+			lower(eff.RequestsPerSecond, r.configured.RequestsPerSecond), lower(eff.Burst, r.configured.Burst),
+			lower(eff.TokensPerMinute, r.configured.TokensPerMinute), lower(eff.TokenBurst, r.configured.TokenBurst), now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgqueue: observe provider headers for %q: %w", key, err)
+	}
+	return nil
+}
+
+// LimitStatus is a limit as configured and as admission applies it now.
+type LimitStatus struct {
+	// Configured is the limit as set by UpsertLimits or SQL; Effective is it lowered to what the
+	// provider's headers taught.
+	Configured, Effective throttle.Limit
+	State                 throttle.State
+}
+
+// LimitStatus returns key's configured and effective limit and its admission state.
+func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error) {
+	r, err := scanLimit(q.pool.QueryRow(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = $1`), key))
+	if err == pgx.ErrNoRows {
+		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+	}
+	if err != nil {
+		return LimitStatus{}, fmt.Errorf("pgqueue: read limit %q: %w", key, err)
+	}
+	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
+}
+
