@@ -112,7 +112,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		key:  invocationKeyOf(ai.Namespace, ai.WorkflowID, ai.RunID, ai.ActivityID, info.Attempt),
 		next: a.Next, in: in, base: context.WithoutCancel(ctx), token: info.TaskToken,
 		namespace: ai.Namespace, deadline: info.Deadline, hbTimeout: info.HeartbeatTimeout, actual: -1,
-		line: route.Limits[0],
+		line:     route.Limits[0],
 		lastSent: time.Now(),
 	}
 	// Held before the ticket exists, so that an admission racing the enqueue finds it.

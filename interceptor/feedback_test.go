@@ -197,7 +197,6 @@ func TestPlugin_HeadersLowerTheRate(t *testing.T) {
 	require.Less(t, st.State.Tokens.Level, 1000.0, "the bucket holds no more than the provider said remains, plus refill")
 }
 
-
 func countBefore(ts []time.Time, t0 time.Time) int {
 	n := 0
 	for _, t := range ts {

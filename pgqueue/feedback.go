@@ -78,4 +78,3 @@ func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error
 	}
 	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
 }
-

@@ -25,8 +25,8 @@ type limitRow struct {
 	limit      throttle.Limit
 	learned    throttle.Limit // the learned rates; zero fields learned nothing
 	state      throttle.State
-	vtime float64
-	dirty bool
+	vtime      float64
+	dirty      bool
 }
 
 func scanLimit(row pgx.Row) (*limitRow, error) {
