@@ -115,6 +115,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		line:     route.Limits[0],
 		lastSent: time.Now(),
 	}
+	p.TraceContext = a.rt.tm.inject(ctx)
 	// Held before the ticket exists, so that an admission racing the enqueue finds it.
 	a.rt.hold(inv)
 	t, err := a.rt.q.Enqueue(ctx, p)
@@ -128,6 +129,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	inv.mu.Lock()
 	inv.ticketID = t.ID
 	inv.mu.Unlock()
+	a.rt.tm.forKey(inv.line).Counter(MetricTicketsQueued).Inc(1)
 	return nil, activity.ErrResultPending
 }
 

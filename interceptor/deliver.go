@@ -108,6 +108,13 @@ func (rt *runtime) deliver(ctx context.Context, t pgqueue.Ticket) error {
 	if errors.As(err, &notFound) {
 		return nil
 	}
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) {
+		// A malformed task token or outcome will never be accepted: retrying forever would only
+		// keep the row. Say so loudly and let it go.
+		rt.opts.Logger.Error("sluice: Temporal rejected an outcome as invalid; dropping it", "ticket_id", t.ID, "error", err)
+		return nil
+	}
 	return err
 }
 

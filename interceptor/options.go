@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -101,6 +102,12 @@ type Options struct {
 	Identity string
 	// Logger receives Sluice's own logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes the wait and run spans. Defaults to otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// MetricsHandler receives Sluice's metrics (the Metric* names). Pass the handler the worker's
+	// client has, so that they go wherever its Temporal metrics go. Defaults to
+	// client.MetricsNopHandler.
+	MetricsHandler client.MetricsHandler
 }
 
 func (o Options) withDefaults() Options {

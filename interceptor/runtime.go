@@ -41,10 +41,22 @@ type runtime struct {
 	loops       sync.WaitGroup
 	cancel      context.CancelFunc
 	notifier    *pgqueue.Notifier
+	tm          telemetry
+	keys        []string // every limit key the routes name, for the gauges
 }
 
 func newRuntime(opts Options, q *pgqueue.Queue, owner string) *runtime {
-	return &runtime{opts: opts, q: q, owner: owner, slots: make(chan struct{}, opts.MaxHeld), held: map[string]*invocation{}}
+	rt := &runtime{opts: opts, q: q, owner: owner, slots: make(chan struct{}, opts.MaxHeld), held: map[string]*invocation{}, tm: newTelemetry(opts)}
+	seen := map[string]bool{}
+	for _, r := range opts.Routes {
+		for _, k := range r.Limits {
+			if !seen[k] {
+				seen[k] = true
+				rt.keys = append(rt.keys, k)
+			}
+		}
+	}
+	return rt
 }
 
 func (rt *runtime) setStopTimeout(d time.Duration) { rt.stopTimeout.Store(int64(d)) }
@@ -164,6 +176,7 @@ func (rt *runtime) handBackOwn(ctx context.Context, skipRunning bool) {
 			if inv := rt.lookup(invocationKeyOf(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))); inv != nil {
 				rt.drop(inv)
 			}
+			rt.tm.forKey(t.LineKey).Counter(MetricTicketsHandedBack).Inc(1)
 			rt.deliverAndAck(ctx, t)
 		}
 		if len(ts) == 0 {
@@ -203,6 +216,9 @@ func (rt *runtime) claimLoop(ctx context.Context) {
 			next = 0
 		case !res.RetryAt.IsZero():
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
+		}
+		for _, t := range res.Admitted {
+			rt.tm.admitted(t, res.QueueDepth[t.LineKey], rt.owner)
 		}
 		for _, t := range res.Expired {
 			if inv := rt.lookup(invocationKeyOf(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))); inv != nil {
@@ -264,6 +280,7 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, ReservedCost: t.Cost,
 		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
 	inv.mu.Unlock()
+	runCtx, span := rt.tm.startRun(runCtx, t)
 	rt.running.Go(func() {
 		defer cancel(nil)
 		result, err := execute(runCtx, inv)
@@ -272,10 +289,13 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 		inv.mu.Unlock()
 		var throttled *sluiceactivity.ThrottledError
 		if !limited.IsZero() && errors.As(err, &throttled) && runCtx.Err() == nil {
+			rt.tm.forKey(inv.line).Counter(MetricRateLimited).Inc(1)
+			rt.tm.endRun(span, t, actual, "rate_limited", err)
 			rt.requeue(ctx, inv, t, limited, actual)
 			return
 		}
 		t.OutcomeKind, t.Outcome = rt.encodeOutcome(runCtx, result, err)
+		rt.tm.endRun(span, t, actual, t.OutcomeKind, err)
 		cerr := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
 		rt.drop(inv)
 		switch {
@@ -316,9 +336,14 @@ func (rt *runtime) leaseLoop(ctx context.Context) {
 			}
 		case <-sweep.C:
 			// Any survivor hands back a dead owner's tickets; the delivery loop reports them.
-			if _, err := rt.q.HandBack(ctx, pgqueue.HandBackParams{}); err != nil && ctx.Err() == nil {
+			back, err := rt.q.HandBack(ctx, pgqueue.HandBackParams{})
+			if err != nil && ctx.Err() == nil {
 				rt.opts.Logger.Warn("sluice: hand back tickets of dead owners", "error", err)
 			}
+			for _, t := range back {
+				rt.tm.forKey(t.LineKey).Counter(MetricTicketsHandedBack).Inc(1)
+			}
+			rt.tm.gauges(ctx, rt.q, rt.keys)
 			rt.sweepExpired()
 			if time.Since(lastPrune) > time.Minute {
 				lastPrune = time.Now()

@@ -65,6 +65,9 @@ type ClaimResult struct {
 	RetryAt time.Time
 	// Busy reports that lines with queued work were skipped because another claimer held them.
 	Busy bool
+	// QueueDepth is, for each line that admitted tickets, how many were still queued in it after the
+	// claim (counted up to 10,000).
+	QueueDepth map[string]int64
 	// Now is the database instant of the claim's decisions: wait RetryAt.Sub(Now), so that clock skew
 	// between this process and the database does not matter.
 	Now time.Time
@@ -105,7 +108,7 @@ func (q *Queue) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
 }
 
 func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResult, error) {
-	res := ClaimResult{Blocked: map[string]throttle.Reason{}}
+	res := ClaimResult{Blocked: map[string]throttle.Reason{}, QueueDepth: map[string]int64{}}
 	// Lines with queued work, locked. The EXISTS is one index probe per limit row.
 	rows, err := tx.Query(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit l
 		WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
@@ -149,7 +152,14 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 	var admittedAt []time.Time
 	owners := map[string]bool{}
 	budget := p.Max
+	waits := map[string][]int64{}
+	noteWait := func(id int64, was string, r throttle.Reason) {
+		if was != r.String() {
+			waits[r.String()] = append(waits[r.String()], id)
+		}
+	}
 	for _, line := range lines {
+		countBefore := len(admittedIDs)
 		if budget == 0 {
 			break
 		}
@@ -158,8 +168,9 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 		if err != nil {
 			return res, err
 		}
+		lineAdmitted := false
 	tickets:
-		for _, t := range cands {
+		for i, t := range cands {
 			if budget == 0 {
 				break
 			}
@@ -214,9 +225,14 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 				if k == line {
 					res.Blocked[line] = d.Reason
 					res.retryAt(d.RetryAt)
+					// The head waits for its line's own limit: say why, for the wait span.
+					for _, w := range cands[i:] {
+						noteWait(w.ID, w.WaitReason, d.Reason)
+					}
 					break tickets
 				}
 				res.retryAt(d.RetryAt)
+				noteWait(t.ID, t.WaitReason, d.Reason)
 				continue tickets
 			}
 			for _, k := range t.LimitKeys {
@@ -232,6 +248,21 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 			admittedAt = append(admittedAt, now)
 			owners[t.Owner] = true
 			budget--
+			lineAdmitted = true
+		}
+		if lineAdmitted {
+			var depth int64
+			if err := tx.QueryRow(ctx, q.s(`SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket
+				WHERE line_key = $1 AND state = 'queued' LIMIT 10000) d`), line).Scan(&depth); err != nil {
+				return res, err
+			}
+			res.QueueDepth[line] = depth - int64(len(admittedIDs)-countBefore)
+		}
+	}
+	for reason, ids := range waits {
+		// Written only when it changes, so that a line blocked for a long time costs no writes.
+		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET wait_reason = $2 WHERE id = ANY($1)`), ids, reason); err != nil {
+			return res, err
 		}
 	}
 	if len(expiredIDs) > 0 {

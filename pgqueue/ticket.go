@@ -65,12 +65,15 @@ type Ticket struct {
 	Deliveries   int
 	TraceContext string
 	Requeues     int
+	// WaitReason is why the ticket last waited when a claim looked at it ("concurrency", "rate",
+	// "tokens", "inflight_tokens", "paused"); empty when it only waited behind others in its line.
+	WaitReason string
 }
 
 const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_cost, -1), priority, fairness_key, vstart, seq,
 	owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
 	nullif(not_before, '-infinity'), enqueued_at, admitted_at, finished_at, coalesce(outcome_kind, ''), outcome,
-	deliveries, coalesce(trace_context, ''), requeues`
+	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, '')`
 
 func scanTicket(row pgx.Row) (Ticket, error) {
 	var (
@@ -81,7 +84,7 @@ func scanTicket(row pgx.Row) (Ticket, error) {
 	err := row.Scan(&t.ID, &state, &t.LineKey, &t.LimitKeys, &t.Cost, &t.ActualCost, &t.Priority, &t.FairnessKey,
 		&t.VStart, &t.Seq, &t.Owner, &t.Namespace, &t.WorkflowID, &t.RunID, &t.ActivityID, &t.ActivityType,
 		&t.Attempt, &t.TaskToken, &deadline, &notBefore, &t.EnqueuedAt, &admitted, &finished, &t.OutcomeKind,
-		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues)
+		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason)
 	t.State = TicketState(state)
 	t.EnqueuedAt = t.EnqueuedAt.UTC()
 	for _, p := range []struct {
