@@ -4,6 +4,9 @@
 //
 //	go run ./samples/quickstart            # Postgres at DATABASE_URL, Temporal at TEMPORAL_ADDRESS
 //
+// With -trace it prints Sluice's spans as they end: each activity's wait in the queue (and why it
+// waited) and its run.
+//
 // When TEMPORAL_ADDRESS is unset and SLUICE_TEMPORAL_CLI names a temporal CLI (make test builds one
 // into bin/), it starts a dev server of its own.
 package main
@@ -13,12 +16,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -67,7 +74,24 @@ type Result struct {
 	Elapsed   time.Duration
 }
 
-func run(ctx context.Context, dbURL, temporalAddr, schema string, n int) (Result, error) {
+// printSpans is a span processor that prints Sluice's spans, for -trace.
+type printSpans struct{ sdktrace.SpanProcessor }
+
+func (printSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (printSpans) OnEnd(s sdktrace.ReadOnlySpan) {
+	line := fmt.Sprintf("%-12s %8s", s.Name(), s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+	for _, kv := range s.Attributes() {
+		switch kv.Key {
+		case sluiceinterceptor.AttrTicketID, sluiceinterceptor.AttrWaitReason, sluiceinterceptor.AttrQueueDepth, sluiceinterceptor.AttrOutcome:
+			line += fmt.Sprintf(" %s=%v", kv.Key, kv.Value.AsInterface())
+		}
+	}
+	fmt.Println(line)
+}
+func (printSpans) Shutdown(context.Context) error   { return nil }
+func (printSpans) ForceFlush(context.Context) error { return nil }
+
+func run(ctx context.Context, dbURL, temporalAddr, schema string, n int, tp trace.TracerProvider) (Result, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return Result{}, err
@@ -83,7 +107,7 @@ func run(ctx context.Context, dbURL, temporalAddr, schema string, n int) (Result
 	const taskQueue = "quickstart"
 	for range 2 { // two workers, as two replicas would be
 		plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
-			Pool: pool, Client: c, Schema: schema,
+			Pool: pool, Client: c, Schema: schema, TracerProvider: tp,
 			Limits: []throttle.Limit{{Key: "api", MaxConcurrent: 3, RequestsPerSecond: 10, Burst: 3}},
 			Routes: map[string]sluiceinterceptor.Route{"CallAPI": {Limits: []string{"api"}}},
 		})
@@ -113,7 +137,12 @@ func run(ctx context.Context, dbURL, temporalAddr, schema string, n int) (Result
 func main() {
 	n := flag.Int("n", 50, "activities to fan out")
 	schema := flag.String("schema", "sluice_quickstart", "Postgres schema for Sluice's tables")
+	printTrace := flag.Bool("trace", false, "print Sluice's wait and run spans as they end")
 	flag.Parse()
+	var tp trace.TracerProvider = noop.NewTracerProvider()
+	if *printTrace {
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(printSpans{}))
+	}
 	ctx := context.Background()
 	addr := os.Getenv("TEMPORAL_ADDRESS")
 	if addr == "" {
@@ -122,7 +151,7 @@ func main() {
 			log.Fatal("set TEMPORAL_ADDRESS to a Temporal server, or SLUICE_TEMPORAL_CLI to a temporal CLI (make bin/temporal)")
 		}
 		dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{ExistingPath: path, LogLevel: "error",
-			ClientOptions: &client.Options{Logger: temporaltest.QuietLogger()}})
+			ClientOptions: &client.Options{Logger: temporaltest.QuietLogger()}, Stdout: io.Discard})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -130,7 +159,7 @@ func main() {
 		addr = dev.FrontendHostPort()
 	}
 	db := cmp.Or(os.Getenv("DATABASE_URL"), os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	res, err := run(ctx, db, addr, *schema, *n)
+	res, err := run(ctx, db, addr, *schema, *n, tp)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/internal/testdb"
@@ -19,7 +20,7 @@ func TestQuickstart(t *testing.T) {
 	defer s.Stop()
 	pool := testdb.Pool(t)
 	schema := testdb.Schema(t, pool)
-	res, err := run(ctx, testdb.URL(t), s.Addr, schema, 30)
+	res, err := run(ctx, testdb.URL(t), s.Addr, schema, 30, noop.NewTracerProvider())
 	require.NoError(t, err)
 	require.Equal(t, 8555, res.Sum) // 0² + 1² + ... + 29²
 	require.LessOrEqual(t, res.Peak, 3)
