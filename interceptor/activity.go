@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,8 +85,16 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
 	}
+	keys, err := a.rt.routeKeys(ctx, info.ActivityType.Name, route, ai, in.Args)
+	var bad *badRouteError
+	switch {
+	case errors.As(err, &bad):
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadLimit", nil)
+	case err != nil:
+		return nil, err // the database: Temporal retries
+	}
 	p := pgqueue.EnqueueParams{
-		LimitKeys: route.Limits, Cost: cost, Priority: route.Priority, Owner: a.rt.owner,
+		LimitKeys: keys, Cost: cost, Priority: route.Priority, Owner: a.rt.owner,
 		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
 		ActivityType: ai.ActivityType, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
 	}
@@ -221,3 +230,45 @@ func (h runHandle) ObserveHeaders(ctx context.Context, hdr http.Header) error {
 	info := throttle.ParseRateLimitHeaders(hdr, time.Now())
 	return h.rt.q.Observe(context.WithoutCancel(ctx), h.inv.line, info)
 }
+
+// routeKeys returns the limit keys a call draws on: the route's own, then those its KeyLimits derive,
+// creating the derived limits the first time this process sees their keys.
+func (rt *runtime) routeKeys(ctx context.Context, name string, r Route, ai ActivityInfo, args []any) (keys []string, err error) {
+	if r.KeyLimits == nil {
+		return r.Limits, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = &badRouteError{fmt.Errorf("sluice: Routes[%q].KeyLimits panicked: %v", name, p)}
+		}
+	}()
+	extra := r.KeyLimits(ai, args)
+	keys = slices.Clone(r.Limits)
+	var create []throttle.Limit
+	for i, l := range extra {
+		if err := l.WithDefaults().Validate(); err != nil {
+			return nil, &badRouteError{fmt.Errorf("sluice: Routes[%q].KeyLimits()[%d]: %w", name, i, err)}
+		}
+		if slices.Contains(keys, l.Key) {
+			continue
+		}
+		keys = append(keys, l.Key)
+		if _, known := rt.knownKeys.Load(l.Key); !known {
+			create = append(create, l)
+		}
+	}
+	if len(create) > 0 {
+		if err := rt.q.EnsureLimits(ctx, create...); err != nil {
+			return nil, fmt.Errorf("sluice: create derived limits: %w", err)
+		}
+		for _, l := range create {
+			rt.knownKeys.Store(l.Key, true)
+		}
+	}
+	return keys, nil
+}
+
+// badRouteError is a mistake in a route's functions: the attempt fails for good.
+type badRouteError struct{ error }
+
+func (e *badRouteError) Unwrap() error { return e.error }

@@ -59,6 +59,11 @@ type Route struct {
 	FairnessKey KeyFunc
 	// Weight returns the fair-share weight of a fairness key. Nil means 1 for every key.
 	Weight func(fairnessKey string) float64
+	// KeyLimits, when set, returns further limits the call draws on, derived from its arguments: a
+	// tenant's cap, {Key: "tenant:" + id, MaxConcurrent: 2}. A returned limit is created the first
+	// time its key is seen and never overwritten afterwards, so that a runtime change to it sticks.
+	// An invalid limit fails the attempt with a non-retryable error naming it.
+	KeyLimits func(info ActivityInfo, args []any) []throttle.Limit
 }
 
 // Options configures the plugin. Pool, Client and at least one Route are required.

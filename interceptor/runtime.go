@@ -43,6 +43,7 @@ type runtime struct {
 	notifier    *pgqueue.Notifier
 	tm          telemetry
 	keys        []string // every limit key the routes name, for the gauges
+	knownKeys   sync.Map // derived limit keys this process has made sure exist
 }
 
 func newRuntime(opts Options, q *pgqueue.Queue, owner string) *runtime {

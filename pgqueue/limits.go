@@ -173,6 +173,30 @@ func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttl
 	})
 }
 
+// EnsureLimits creates those of limits whose keys do not exist yet and leaves existing ones alone,
+// configuration included, so that a limit changed at runtime keeps its change. It is how limits on
+// keys derived at run time (one per tenant) come into being. Each limit is validated first.
+func (q *Queue) EnsureLimits(ctx context.Context, limits ...throttle.Limit) error {
+	keys := make([]string, len(limits))
+	vals := make([][]any, len(limits))
+	for i, l := range limits {
+		l = l.WithDefaults()
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("pgqueue: limits[%d]: %w", i, err)
+		}
+		keys[i] = l.Key
+		vals[i] = []any{l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens}
+	}
+	for _, v := range vals {
+		if _, err := q.pool.Exec(ctx, q.s(`INSERT INTO {s}.sluice_limit
+			(key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING`), v...); err != nil {
+			return fmt.Errorf("pgqueue: ensure limit %q: %w", v[0], err)
+		}
+	}
+	return nil
+}
+
 func cmpString(a, b string) int {
 	switch {
 	case a < b:
