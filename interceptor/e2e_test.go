@@ -173,6 +173,7 @@ func (e *env) startWorker(t *testing.T, opts sluiceinterceptor.Options) (worker.
 	w := worker.New(e.c, e.queue, worker.Options{Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 	w.RegisterWorkflow(FanOut)
 	w.RegisterWorkflow(BlockAll)
+	w.RegisterWorkflow(ResumeOnce)
 	w.RegisterActivity(e.acts)
 	require.NoError(t, w.Start())
 	stopped := false
@@ -378,4 +379,42 @@ func TestPlugin_MaxHeldPushesBackIntoTemporal(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// Resume records progress in its heartbeat details and fails; the retry resumes from them.
+func (a *acts) Resume(ctx context.Context) (int, error) {
+	if activity.HasHeartbeatDetails(ctx) {
+		var progress int
+		if err := activity.GetHeartbeatDetails(ctx, &progress); err != nil {
+			return 0, err
+		}
+		return progress, nil
+	}
+	activity.RecordHeartbeat(ctx, 42)
+	return 0, temporal.NewApplicationError("fail after recording progress", "Flaky")
+}
+
+func ResumeOnce(ctx workflow.Context) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, HeartbeatTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 3},
+	})
+	var v int
+	err := workflow.ExecuteActivity(ctx, "Resume").Get(ctx, &v)
+	return v, err
+}
+
+func TestPlugin_HeartbeatDetailsReachTheRetry(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{})
+	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
+	opts.Routes["Resume"] = sluiceinterceptor.Route{Limits: []string{"svc"}}
+	e.startWorker(t, opts)
+	run, err := e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.queue}, ResumeOnce)
+	require.NoError(t, err)
+	var v int
+	require.NoError(t, run.Get(ctx, &v))
+	require.Equal(t, 42, v, "the details the activity recorded through activity.RecordHeartbeat")
 }

@@ -297,6 +297,14 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 		}
 		t.OutcomeKind, t.Outcome = rt.encodeOutcome(runCtx, result, err)
 		rt.tm.endRun(span, t, actual, t.OutcomeKind, err)
+		inv.mu.Lock()
+		pending := inv.pending
+		inv.mu.Unlock()
+		if pending && t.OutcomeKind == outcomeFailed {
+			// Details recorded just before a failure are what the retry resumes from: send them
+			// before the failure, as the SDK does.
+			rt.heartbeat(inv)
+		}
 		cerr := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
 		rt.drop(inv)
 		switch {
