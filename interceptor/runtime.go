@@ -476,12 +476,18 @@ func (rt *runtime) interrupt(inv *invocation, cause error) {
 	err := rt.q.Cancel(ctx, id)
 	switch {
 	case errors.Is(err, pgqueue.ErrNotFound):
-		// Admitted and taken meanwhile: the run is starting; cancel it once it has a context.
+		// Either admitted and taken meanwhile (the run is starting: cancel it), or the ticket is gone
+		// (handed back by a survivor while this process had lost its lease): if Temporal no longer
+		// knows the activity either, nothing will ever run it here, so let it go.
 		inv.mu.Lock()
-		if inv.cancel != nil {
-			inv.cancel(cause)
-		}
+		cancel, running := inv.cancel, inv.running
 		inv.mu.Unlock()
+		switch {
+		case cancel != nil:
+			cancel(cause)
+		case !running && cause == errActivityGone:
+			rt.drop(inv)
+		}
 		return
 	case err != nil:
 		rt.opts.Logger.Warn("sluice: remove cancelled ticket", "ticket_id", id, "error", err)
