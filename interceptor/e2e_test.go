@@ -220,14 +220,15 @@ func TestPlugin_QueuedLongerThanHeartbeatTimeout(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// One at a time, each holding 1s: the last of 4 waits ~3s in the queue, three HeartbeatTimeouts.
+	// One at a time, each holding 1s (within its 2s HeartbeatTimeout, since it heartbeats only once when
+	// it starts): the last of 6 waits ~5s in the queue, more than two HeartbeatTimeouts.
 	e := newEnv(t, &acts{hold: time.Second})
 	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1}))
-	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 4, HeartbeatTimeout: time.Second, MaxAttempts: 1})
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 6, HeartbeatTimeout: 2 * time.Second, MaxAttempts: 1})
 	require.NoError(t, err)
 	var sum int
 	require.NoError(t, run.Get(ctx, &sum), "no attempt timed out on heartbeat while queued")
-	require.Equal(t, 12, sum)
+	require.Equal(t, 30, sum)
 	requireHealthy(t, e.q)
 }
 

@@ -262,7 +262,7 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 	if inv == nil {
 		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
 		// the ticket back so that its reservation is released and Temporal retries it.
-		if err := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeHandedBack}); err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
+		if err := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: 0, OutcomeKind: pgqueue.OutcomeHandedBack}); err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
 			rt.opts.Logger.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
 		}
 		return

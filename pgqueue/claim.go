@@ -66,7 +66,7 @@ type ClaimResult struct {
 	// Busy reports that lines with queued work were skipped because another claimer held them.
 	Busy bool
 	// QueueDepth is, for each line that admitted tickets, how many were still queued in it after the
-	// claim (counted up to 10,000).
+	// claim, counted up to 1,000 so that the count stays as cheap as the claim.
 	QueueDepth map[string]int64
 	// Now is the database instant of the claim's decisions: wait RetryAt.Sub(Now), so that clock skew
 	// between this process and the database does not matter.
@@ -253,7 +253,7 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 		if lineAdmitted {
 			var depth int64
 			if err := tx.QueryRow(ctx, q.s(`SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket
-				WHERE line_key = $1 AND state = 'queued' LIMIT 10000) d`), line).Scan(&depth); err != nil {
+				WHERE line_key = $1 AND state = 'queued' LIMIT 1000) d`), line).Scan(&depth); err != nil {
 				return res, err
 			}
 			res.QueueDepth[line] = depth - int64(len(admittedIDs)-countBefore)

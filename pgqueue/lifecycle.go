@@ -224,8 +224,8 @@ type HandBackParams struct {
 }
 
 // HandBack takes the unfinished tickets (queued, admitted or running) of dead owners, or of
-// p.Owner, releases the limits those that were admitted hold (keeping their reservation as spent:
-// the call may have reached the provider), and marks them finished with OutcomeHandedBack, to be
+// p.Owner, releases the limits those that were admitted hold (giving an admitted ticket's tokens
+// back, keeping a running one's as spent: its call may have reached the provider), and marks them finished with OutcomeHandedBack, to be
 // reported to Temporal as a retryable failure by whoever delivers outcomes. The retry's ticket takes
 // the same place in line. It returns the tickets handed back.
 func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error) {
@@ -257,9 +257,13 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 				held = append(held, t)
 			}
 		}
+		// An admitted ticket never ran: its tokens come back. A running one may have reached the
+		// provider: its reservation stands as spent.
 		actual := make([]int64, len(held))
-		for i := range actual {
-			actual[i] = -1
+		for i, t := range held {
+			if t.State == TicketStateRunning {
+				actual[i] = -1
+			}
 		}
 		if now, err = q.release(ctx, tx, held, actual); err != nil {
 			return err
