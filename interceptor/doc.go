@@ -37,4 +37,9 @@
 // Temporal retries the activity on a live worker and the retry keeps its place in line, so a crash
 // costs an activity one attempt, as it does for unthrottled activities. Queued activities still count
 // towards Temporal's limit of pending activities per workflow.
+//
+// Give routed activities a HeartbeatTimeout (tens of seconds is fine: Sluice heartbeats queued tickets
+// for them, so it costs nothing). A task that Temporal dispatches to a worker that dies, or is
+// stopping, before its ticket is written never becomes a ticket, so no survivor can hand it back;
+// without a HeartbeatTimeout only its StartToCloseTimeout brings it back.
 package interceptor
