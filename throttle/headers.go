@@ -204,16 +204,7 @@ func isDecimal(v string) bool {
 	if i < len(v) && v[i] == '+' {
 		i++
 	}
-	digits := 0
-	for ; i < len(v) && isDigit(v[i]); i++ {
-		digits++
-	}
-	if i < len(v) && v[i] == '.' {
-		i++
-		for ; i < len(v) && isDigit(v[i]); i++ {
-			digits++
-		}
-	}
+	i, digits := scanMantissa(v, i)
 	if digits == 0 {
 		return false
 	}
@@ -234,6 +225,21 @@ func isDecimal(v string) bool {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// scanMantissa reads digits[.digits] from v[i:], returning where it stopped and how many digits it
+// read on both sides of the point.
+func scanMantissa(v string, i int) (end, digits int) {
+	for ; i < len(v) && isDigit(v[i]); i++ {
+		digits++
+	}
+	if i < len(v) && v[i] == '.' {
+		i++
+		for ; i < len(v) && isDigit(v[i]); i++ {
+			digits++
+		}
+	}
+	return i, digits
+}
 
 // parseReset parses a reset header as an instant in [now, now+maxReset]: an RFC 3339 timestamp, a
 // Go-style duration from now, or a bare number of seconds from now. ok is false for anything else,
@@ -280,16 +286,7 @@ func parseDuration(v string) (float64, bool) {
 	}
 	total := 0.0
 	for v != "" {
-		i, digits := 0, 0
-		for ; i < len(v) && isDigit(v[i]); i++ {
-			digits++
-		}
-		if i < len(v) && v[i] == '.' {
-			i++
-			for ; i < len(v) && isDigit(v[i]); i++ {
-				digits++
-			}
-		}
+		i, digits := scanMantissa(v, 0)
 		if digits == 0 {
 			return 0, false
 		}
