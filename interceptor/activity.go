@@ -104,11 +104,8 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 			p.Priority = 3 // Temporal's default PriorityKey
 		}
 	}
-	if route.FairnessKey != nil {
-		p.FairnessKey = route.FairnessKey(ai, in.Args)
-		if route.Weight != nil {
-			p.Weight = route.Weight(p.FairnessKey)
-		}
+	if p.FairnessKey, p.Weight, err = routeFairness(info.ActivityType.Name, route, ai, in.Args); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)
 	}
 	// Back-pressure: past MaxHeld invocations, wait here, holding the Temporal slot, so that the
 	// backlog stays in Temporal's task queue rather than in this process's memory.
@@ -272,3 +269,24 @@ func (rt *runtime) routeKeys(ctx context.Context, name string, r Route, ai Activ
 type badRouteError struct{ error }
 
 func (e *badRouteError) Unwrap() error { return e.error }
+
+// routeFairness runs the route's fairness functions, turning a panic or a bad weight into an error
+// that names the route.
+func routeFairness(name string, r Route, ai ActivityInfo, args []any) (key string, weight float64, err error) {
+	if r.FairnessKey == nil {
+		return "", 0, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sluice: Routes[%q] fairness functions panicked: %v", name, p)
+		}
+	}()
+	key, weight = r.FairnessKey(ai, args), 1
+	if r.Weight != nil {
+		weight = r.Weight(key)
+		if err := throttle.ValidateWeight(weight); err != nil {
+			return "", 0, fmt.Errorf("sluice: Routes[%q].Weight(%q): %w", name, key, err)
+		}
+	}
+	return key, weight, nil
+}

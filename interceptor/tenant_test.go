@@ -115,3 +115,22 @@ func TestPlugin_PerTenantCapsAndFairShare(t *testing.T) {
 	require.Equal(t, 2, st.Configured.MaxConcurrent, "the derived limit was created")
 	requireHealthy(t, e.q)
 }
+
+func TestPlugin_BadWeightFailsTheAttemptClearly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := newEnv(t, &acts{})
+	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
+	opts.Routes = map[string]sluiceinterceptor.Route{"Double": {
+		Limits:      []string{"svc"},
+		FairnessKey: func(sluiceinterceptor.ActivityInfo, []any) string { return "t" },
+		Weight:      func(string) float64 { return -2 },
+	}}
+	e.startWorker(t, opts)
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 1})
+	require.NoError(t, err)
+	err = run.Get(ctx, nil)
+	require.ErrorContains(t, err, `Routes["Double"].Weight("t")`)
+	require.ErrorContains(t, err, "got -2")
+}

@@ -12,6 +12,10 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
+// maxLineScan bounds how far into one line a claim reads past tickets held back by their other
+// limits, so that a claim's cost stays bounded whatever the queue holds.
+const maxLineScan = 1000
+
 // Defaults and bounds of ClaimParams.
 const (
 	DefaultClaimMax      = 100
@@ -163,92 +167,112 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 		if budget == 0 {
 			break
 		}
-		cands, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
-			WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, budget))
-		if err != nil {
-			return res, err
-		}
 		lineAdmitted := false
-	tickets:
-		for i, t := range cands {
-			if budget == 0 {
-				break
+		// Read the line a page at a time: tickets held back only by another of their limits (a full
+		// tenant) are passed over, so the claim reads on past them, up to maxLineScan tickets.
+		var cursor *Ticket
+		for scanned := 0; budget > 0 && scanned < maxLineScan; {
+			pageSize := min(max(budget, 64), maxLineScan-scanned)
+			var cands []Ticket
+			if cursor == nil {
+				cands, err = collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+					WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, pageSize))
+			} else {
+				cands, err = collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+					WHERE line_key = $1 AND state = 'queued' AND (priority, vstart, seq) > ($3, $4, $5)
+					ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, pageSize, cursor.Priority, cursor.VStart, cursor.Seq))
 			}
-			if !t.Deadline.IsZero() && !now.Add(p.MinRemaining).Before(t.Deadline) {
-				expiredIDs = append(expiredIDs, t.ID)
-				res.Expired = append(res.Expired, t)
-				continue
+			if err != nil {
+				return res, err
 			}
-			if now.Before(t.NotBefore) {
-				res.retryAt(t.NotBefore)
-				continue
-			}
-			// Lock the other limits the ticket draws on, if this claim does not hold them yet.
-			var missing []string
-			for _, k := range t.LimitKeys {
-				if locked[k] == nil && !failed[k] {
-					missing = append(missing, k)
+			scanned += len(cands)
+			lineBlocked := false
+		tickets:
+			for i, t := range cands {
+				if budget == 0 {
+					break
 				}
-			}
-			if len(missing) > 0 {
-				got, err := q.lockLimits(ctx, tx, missing, true)
-				if err != nil {
-					return res, err
-				}
-				for _, k := range missing {
-					if r := got[k]; r != nil {
-						locked[k] = r
-					} else {
-						failed[k] = true
-					}
-				}
-				if len(got) > 0 {
-					// Decisions from here on read the newly locked rows: read the clock again, after
-					// their locks, as for the lines.
-					if now, err = q.now(ctx, tx); err != nil {
-						return res, err
-					}
-				}
-			}
-			for _, k := range t.LimitKeys {
-				if failed[k] {
-					res.Busy = true
-					continue tickets
-				}
-			}
-			for _, k := range t.LimitKeys {
-				r := locked[k]
-				d := r.limit.Check(r.state, now, t.Cost)
-				if d.OK() {
+				if !t.Deadline.IsZero() && !now.Add(p.MinRemaining).Before(t.Deadline) {
+					expiredIDs = append(expiredIDs, t.ID)
+					res.Expired = append(res.Expired, t)
 					continue
 				}
-				if k == line {
-					res.Blocked[line] = d.Reason
-					res.retryAt(d.RetryAt)
-					// The head waits for its line's own limit: say why, for the wait span.
-					for _, w := range cands[i:] {
-						noteWait(w.ID, w.WaitReason, d.Reason)
-					}
-					break tickets
+				if now.Before(t.NotBefore) {
+					res.retryAt(t.NotBefore)
+					continue
 				}
-				res.retryAt(d.RetryAt)
-				noteWait(t.ID, t.WaitReason, d.Reason)
-				continue tickets
+				// Lock the other limits the ticket draws on, if this claim does not hold them yet.
+				var missing []string
+				for _, k := range t.LimitKeys {
+					if locked[k] == nil && !failed[k] {
+						missing = append(missing, k)
+					}
+				}
+				if len(missing) > 0 {
+					got, err := q.lockLimits(ctx, tx, missing, true)
+					if err != nil {
+						return res, err
+					}
+					for _, k := range missing {
+						if r := got[k]; r != nil {
+							locked[k] = r
+						} else {
+							failed[k] = true
+						}
+					}
+					if len(got) > 0 {
+						// Decisions from here on read the newly locked rows: read the clock again, after
+						// their locks, as for the lines.
+						if now, err = q.now(ctx, tx); err != nil {
+							return res, err
+						}
+					}
+				}
+				for _, k := range t.LimitKeys {
+					if failed[k] {
+						res.Busy = true
+						continue tickets
+					}
+				}
+				for _, k := range t.LimitKeys {
+					r := locked[k]
+					d := r.limit.Check(r.state, now, t.Cost)
+					if d.OK() {
+						continue
+					}
+					if k == line {
+						res.Blocked[line] = d.Reason
+						res.retryAt(d.RetryAt)
+						// The head waits for its line's own limit: say why, for the wait span.
+						for _, w := range cands[i:] {
+							noteWait(w.ID, w.WaitReason, d.Reason)
+						}
+						lineBlocked = true
+						break tickets
+					}
+					res.retryAt(d.RetryAt)
+					noteWait(t.ID, t.WaitReason, d.Reason)
+					continue tickets
+				}
+				for _, k := range t.LimitKeys {
+					r := locked[k]
+					r.state = r.limit.Admit(r.state, now, t.Cost)
+					r.dirty = true
+				}
+				lr := locked[line]
+				lr.vtime = max(lr.vtime, t.VStart)
+				t.State, t.AdmittedAt = TicketStateAdmitted, now
+				res.Admitted = append(res.Admitted, t)
+				admittedIDs = append(admittedIDs, t.ID)
+				admittedAt = append(admittedAt, now)
+				owners[t.Owner] = true
+				budget--
+				lineAdmitted = true
 			}
-			for _, k := range t.LimitKeys {
-				r := locked[k]
-				r.state = r.limit.Admit(r.state, now, t.Cost)
-				r.dirty = true
+			if lineBlocked || len(cands) < pageSize {
+				break
 			}
-			lr := locked[line]
-			lr.vtime = max(lr.vtime, t.VStart)
-			t.State, t.AdmittedAt = TicketStateAdmitted, now
-			res.Admitted = append(res.Admitted, t)
-			admittedIDs = append(admittedIDs, t.ID)
-			admittedAt = append(admittedAt, now)
-			owners[t.Owner] = true
-			budget--
-			lineAdmitted = true
+			cursor = &cands[len(cands)-1]
 		}
 		if lineAdmitted {
 			var depth int64

@@ -127,6 +127,22 @@ func TestQueue_Claim(t *testing.T) {
 		requireHealthy(t, q)
 	})
 
+	t.Run("ReadsPastALongRunOfTicketsHeldByAFullTenant", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t,
+			throttle.Limit{Key: "email", MaxConcurrent: 6},
+			throttle.Limit{Key: "tenant:big", MaxConcurrent: 2},
+			throttle.Limit{Key: "tenant:small", MaxConcurrent: 2})
+		for range 150 {
+			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"email", "tenant:big"}})
+		}
+		small := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"email", "tenant:small"}})
+		res := claim(t, q, pgqueue.ClaimParams{Max: 100})
+		require.Len(t, res.Admitted, 3)
+		require.Contains(t, ids(res.Admitted), small.ID, "found behind 148 tickets of a full tenant")
+		requireHealthy(t, q)
+	})
+
 	t.Run("SkipsLinesAnotherClaimerHolds", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "a", MaxConcurrent: 5}, throttle.Limit{Key: "b", MaxConcurrent: 5})
