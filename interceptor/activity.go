@@ -37,6 +37,7 @@ type invocation struct {
 	ticketID int64
 	facts    admission.Facts
 	limited  time.Time // the provider said 429 until then (sluiceactivity.RateLimited)
+	observed bool      // the run reported the provider's headers
 	running  bool
 	cancel   context.CancelCauseFunc
 	details  []any
@@ -225,6 +226,9 @@ func (h runHandle) RateLimited(until time.Time) {
 
 func (h runHandle) ObserveHeaders(ctx context.Context, hdr http.Header) error {
 	info := throttle.ParseRateLimitHeaders(hdr, time.Now())
+	h.inv.mu.Lock()
+	h.inv.observed = true
+	h.inv.mu.Unlock()
 	return h.rt.q.Observe(context.WithoutCancel(ctx), h.inv.line, info)
 }
 

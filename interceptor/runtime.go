@@ -286,13 +286,14 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 		defer cancel(nil)
 		result, err := execute(runCtx, inv)
 		inv.mu.Lock()
-		actual, limited := inv.actual, inv.limited
+		actual, limited, observed := inv.actual, inv.limited, inv.observed
+		inv.observed = false
 		inv.mu.Unlock()
 		var throttled *sluiceactivity.ThrottledError
 		if !limited.IsZero() && errors.As(err, &throttled) && runCtx.Err() == nil {
 			rt.tm.forKey(inv.line).Counter(MetricRateLimited).Inc(1)
 			rt.tm.endRun(span, t, actual, "rate_limited", err)
-			rt.requeue(ctx, inv, t, limited, actual)
+			rt.requeue(ctx, inv, t, limited, actual, observed)
 			return
 		}
 		t.OutcomeKind, t.Outcome = rt.encodeOutcome(runCtx, result, err)
@@ -509,9 +510,17 @@ func (rt *runtime) interrupt(inv *invocation, cause error) {
 // requeue puts a run the provider refused (a 429 reported through sluiceactivity.RateLimited) back
 // in line at its place, pausing its line's limit until the provider's reset on every replica. The
 // invocation stays held: when admitted again it runs again, in the same Temporal attempt.
-func (rt *runtime) requeue(ctx context.Context, inv *invocation, t pgqueue.Ticket, until time.Time, actual int64) {
-	// A refused call spent its request but, unless reported otherwise, no tokens.
-	actual = max(actual, 0)
+func (rt *runtime) requeue(ctx context.Context, inv *invocation, t pgqueue.Ticket, until time.Time, actual int64, observed bool) {
+	// A refused call spent its request but, unless reported otherwise, no tokens: its reservation
+	// comes back. Unless the run reported the provider's headers: those already set the bucket to
+	// what the provider says remains, which does not count this refused call, so giving the
+	// reservation back would put Sluice that much above the provider.
+	switch {
+	case observed && actual < 0:
+		actual = -1
+	default:
+		actual = max(actual, 0)
+	}
 	err := rt.q.Requeue(ctx, pgqueue.RequeueParams{TicketID: t.ID, NotBefore: until, ActualCost: actual,
 		PauseKeys: []string{inv.line}, PauseUntil: until})
 	inv.mu.Lock()
