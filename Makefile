@@ -15,7 +15,7 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short bench lint demo tidy fmt clean
+.PHONY: help test test-short test-faults bench lint demo tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
@@ -40,6 +40,9 @@ test: bin/temporal ## Run all tests with the race detector against a real Postgr
 
 test-short: bin/temporal ## Run the tests with -short (race detector, real Postgres and Temporal)
 	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -short -count=1 -timeout 15m ./...
+
+test-faults: bin/temporal ## Run the fault-tolerance scenarios in their long form (kills, Postgres restart, Temporal outage, bad input)
+	SLUICE_FAULTS=full SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -count=1 -run 'Faults' -timeout 20m -v ./interceptor/
 
 bench: bin/temporal ## Run benchmarks (BENCH=regexp, BENCH_COUNT=5, BENCHTIME=2s)
 	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCH_COUNT) ./...
