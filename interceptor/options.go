@@ -146,7 +146,7 @@ func (o Options) validate() error {
 		return errors.New("sluice: Options.Client must not be nil")
 	}
 	if err := pgqueue.ValidateSchema(o.Schema); err != nil {
-		return fmt.Errorf("sluice: Options.%w", err)
+		return fmt.Errorf("sluice: Options.Schema: %w", err)
 	}
 	if len(o.Routes) == 0 {
 		return errors.New("sluice: Options.Routes must route at least one activity type")

@@ -306,7 +306,7 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 			// before the failure, as the SDK does.
 			rt.heartbeat(inv)
 		}
-		cerr := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
+		cerr := rt.complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
 		rt.drop(inv)
 		switch {
 		case errors.Is(cerr, pgqueue.ErrNotFound):
@@ -318,6 +318,26 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 		}
 		rt.deliverAndAck(ctx, t)
 	})
+}
+
+// completeRetryFor bounds how long a finished run keeps trying to record its outcome while the
+// database is unreachable. Past it, Temporal's timeouts take over.
+const completeRetryFor = 2 * time.Minute
+
+// complete records a finished run's outcome, retrying with backoff while the database is down: until
+// it is recorded the ticket holds its reservation, and the outcome exists only in this process.
+func (rt *runtime) complete(ctx context.Context, p pgqueue.CompleteParams) error {
+	deadline := time.Now().Add(completeRetryFor)
+	backoff := 100 * time.Millisecond
+	for {
+		err := rt.q.Complete(ctx, p)
+		if err == nil || errors.Is(err, pgqueue.ErrNotFound) || time.Now().After(deadline) {
+			return err
+		}
+		rt.opts.Logger.Warn("sluice: record outcome; retrying", "ticket_id", p.TicketID, "error", err, "backoff", backoff)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // execute runs the rest of the interceptor chain and the activity, turning a panic into an error.
@@ -410,6 +430,10 @@ func (rt *runtime) heartbeatLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := time.Now()
+		// Heartbeats go out in parallel, a bounded number at a time, so that the interval between
+		// two heartbeats of one ticket does not grow with the number of tickets held.
+		sem := make(chan struct{}, heartbeatParallelism)
+		var wg sync.WaitGroup
 		for _, inv := range rt.snapshot() {
 			inv.mu.Lock()
 			since := now.Sub(inv.lastSent)
@@ -425,11 +449,19 @@ func (rt *runtime) heartbeatLoop(ctx context.Context) {
 			}
 			inv.mu.Unlock()
 			if due {
-				rt.heartbeat(inv)
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					rt.heartbeat(inv)
+				})
 			}
 		}
+		wg.Wait()
 	}
 }
+
+// heartbeatParallelism bounds the heartbeat RPCs in flight from one process.
+const heartbeatParallelism = 32
 
 // heartbeat sends one heartbeat for inv with its latest details and acts on Temporal's answer.
 func (rt *runtime) heartbeat(inv *invocation) {
