@@ -109,21 +109,11 @@ func faultsWorkerProcess() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, c, closeAll, err := dialWorkerProcess(ctx, url, addr, "sluice-faults-worker-"+name)
 	if err != nil {
 		return err
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "sluice-faults-worker-" + name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	c, err := client.Dial(client.Options{HostPort: addr, Logger: temporaltest.QuietLogger()})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer closeAll()
 	opts := faultsOptions(pool, c, schema, throttle.Limit{Key: "svc", MaxConcurrent: maxConc})
 	opts.Identity = fmt.Sprintf("sluice-faults-%s@%d", name, os.Getpid())
 	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))

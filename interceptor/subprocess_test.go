@@ -91,21 +91,11 @@ func subprocessWorker() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, c, closeAll, err := dialWorkerProcess(ctx, url, addr, "sluice-e2e-worker-"+name)
 	if err != nil {
 		return err
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "sluice-e2e-worker-" + name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	c, err := client.Dial(client.Options{HostPort: addr, Logger: temporaltest.QuietLogger()})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	defer closeAll()
 
 	opts := (&env{c: c, pool: pool, schema: schema}).options(throttle.Limit{Key: "svc", MaxConcurrent: 3})
 	opts.Identity = fmt.Sprintf("sluice-e2e-%s@%d", name, os.Getpid())
@@ -725,4 +715,24 @@ func dumpState(t *testing.T, c client.Client, pool *pgxpool.Pool, schema string,
 			t.Logf("task %s received, never ticketed", k)
 		}
 	}
+}
+
+// dialWorkerProcess gives a worker subprocess its Postgres pool (named appName in pg_stat_activity)
+// and Temporal client; closeAll closes both.
+func dialWorkerProcess(ctx context.Context, url, addr, appName string) (*pgxpool.Pool, client.Client, func(), error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = appName
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: temporaltest.QuietLogger()})
+	if err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	return pool, c, func() { c.Close(); pool.Close() }, nil
 }
