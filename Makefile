@@ -7,6 +7,10 @@ GOFMT                ?= gofmt
 TEMPORAL_CLI_VERSION ?= v1.5.1
 BIN                  := $(CURDIR)/bin
 
+# The flags of `make test`, shared by test-stress. -timeout is an outer bound for a busy machine.
+TEST_FLAGS  := -race -count=1 -timeout 30m
+STRESS_RUNS ?= 10
+
 BENCH       ?= .
 BENCH_COUNT ?= 5
 BENCHTIME   ?= 2s
@@ -15,7 +19,7 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short test-faults bench lint demo tidy fmt clean
+.PHONY: help test test-short test-stress test-faults bench lint demo tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
@@ -36,10 +40,13 @@ $(TEMPORAL_STAMP):
 	@touch $@
 
 test: bin/temporal ## Run all tests with the race detector against a real Postgres and Temporal dev server
-	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -count=1 -timeout 15m ./...
+	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test $(TEST_FLAGS) ./...
 
 test-short: bin/temporal ## Run the tests with -short (race detector, real Postgres and Temporal)
-	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -short -count=1 -timeout 15m ./...
+	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test $(TEST_FLAGS) -short ./...
+
+test-stress: bin/temporal ## Run the suite STRESS_RUNS times (10) under a CPU burner of 2 x cores; prints passes per test
+	GO_TEST="$(GO) test $(TEST_FLAGS)" SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) scripts/stress.sh $(STRESS_RUNS)
 
 test-faults: bin/temporal ## Run the fault-tolerance scenarios in their long form (kills, Postgres restart, Temporal outage, bad input)
 	SLUICE_FAULTS=full SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -count=1 -run 'Faults' -timeout 20m -v ./interceptor/

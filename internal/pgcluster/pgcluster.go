@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // Cluster is a running private cluster.
@@ -77,10 +79,7 @@ func Start(t testing.TB) *Cluster {
 	t.Helper()
 	bin, err := BinDir()
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testenv.Skip(t, fmt.Sprintf("no PostgreSQL server binaries (%v)", err))
 	}
 	c := &Cluster{BinDir: bin, asPostgres: os.Geteuid() == 0}
 	// Not t.TempDir: its parent is private to this user, and the server may run as postgres.
@@ -106,7 +105,7 @@ func Start(t testing.TB) *Cluster {
 	if c.asPostgres {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skipf("pgcluster: running as root and there is no postgres OS user to run the server as: %v", err)
+			testenv.Skip(t, fmt.Sprintf("running as root with no postgres OS user to run a private cluster as (%v)", err))
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)

@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // Server is a running dev server.
@@ -47,9 +49,11 @@ func Start(ctx context.Context) (*Server, error) {
 	return &Server{dev: dev, Addr: dev.FrontendHostPort()}, nil
 }
 
-// Stop stops the server.
+// Stop closes the client StartDevServer dialled (the SDK's Stop leaves it open, with its gRPC
+// goroutines) and stops the server.
 func (s *Server) Stop() {
 	if s != nil {
+		s.dev.Client().Close()
 		_ = s.dev.Stop()
 	}
 }
@@ -58,23 +62,26 @@ func (s *Server) Stop() {
 func Require(t testing.TB, s *Server) *Server {
 	t.Helper()
 	if s == nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("temporaltest: SLUICE_TEMPORAL_CLI is not set; run the tests with `make test`")
-		}
-		t.Skip("temporaltest: SLUICE_TEMPORAL_CLI is not set; run the tests with `make test`")
+		testenv.Skip(t, "SLUICE_TEMPORAL_CLI is not set")
 	}
 	return s
 }
 
-// Client dials the server, closed at the end of the test.
+// Client dials the server, closed at the end of the test. The client, and the workers built on it,
+// log to t.Log (see testenv.Logger): shown for a failing test only.
 func (s *Server) Client(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: QuietLogger()})
+	c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: TestLogger(t)})
 	if err != nil {
 		t.Fatalf("temporaltest: dial: %v", err)
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// TestLogger is the Temporal SDK's logger over testenv.Logger(t).
+func TestLogger(t testing.TB) log.Logger {
+	return log.NewStructuredLogger(testenv.Logger(t))
 }
 
 // QuietLogger logs warnings and errors only, so that test output stays readable.
