@@ -131,6 +131,9 @@ type Info struct {
 	ReservedCost int64
 	// Waited is how long the ticket waited in line, from written to admitted.
 	Waited time.Duration
+	// AdmittedAt is when the ticket was admitted, by the database's clock (read after the claim
+	// locked the limits, so that admissions on one limit are in the order they were decided).
+	AdmittedAt time.Time
 	// Requeues counts the times the run went back in line after a 429.
 	Requeues int
 }
@@ -143,5 +146,5 @@ func Admission(ctx context.Context) (Info, bool) {
 	}
 	f := r.Facts()
 	return Info{TicketID: f.TicketID, Limits: f.Limits, ReservedCost: f.ReservedCost,
-		Waited: f.AdmittedAt.Sub(f.EnqueuedAt), Requeues: f.Requeues}, true
+		Waited: f.AdmittedAt.Sub(f.EnqueuedAt), AdmittedAt: f.AdmittedAt, Requeues: f.Requeues}, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,14 +19,23 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
 	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 var server *temporaltest.Server
+
+// testDeadlockTimeout is the test workers' DeadlockDetectionTimeout. The SDK's default of 1s fails a
+// workflow task whose coroutine has not yielded for a second of wall time, which a process that the
+// OS does not schedule for a second (a 2-core machine under load, the race detector) can reach
+// without any fault of the workflow. The workflows here do little between yields (sumActivities);
+// this bound only keeps a descheduled process from failing them.
+const testDeadlockTimeout = 20 * time.Second
 
 func TestMain(m *testing.M) {
 	if runSubprocessWorker() {
@@ -39,7 +49,7 @@ func TestMain(m *testing.M) {
 	server = s
 	code := m.Run()
 	server.Stop()
-	os.Exit(code)
+	testenv.Exit(code)
 }
 
 // acts are the test activities; their counters are the activities' own observations.
@@ -47,7 +57,9 @@ type acts struct {
 	inFlight, peak atomic.Int64
 	calls          sync.Map // activity ID -> *atomic.Int64 runs
 	hold           time.Duration
-	failUntil      int32 // fail attempts below this
+	failUntil      int32         // fail attempts below this
+	gate           chan struct{} // when set, each run heartbeats until it is closed, then returns
+	maxWaited      atomic.Int64  // the longest wait in line a run saw (sluiceactivity.Admission), ns
 }
 
 func (a *acts) Double(ctx context.Context, x int) (int, error) {
@@ -67,6 +79,24 @@ func (a *acts) Double(ctx context.Context, x int) (int, error) {
 		}
 	}
 	activity.RecordHeartbeat(ctx, x)
+	if adm, ok := sluiceactivity.Admission(ctx); ok {
+		for {
+			m := a.maxWaited.Load()
+			if int64(adm.Waited) <= m || a.maxWaited.CompareAndSwap(m, int64(adm.Waited)) {
+				break
+			}
+		}
+	}
+	for open := a.gate != nil; open; {
+		select {
+		case <-a.gate:
+			open = false
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+			activity.RecordHeartbeat(ctx, x)
+		}
+	}
 	if info.Attempt < a.failUntil {
 		return 0, temporal.NewApplicationError(fmt.Sprintf("attempt %d fails", info.Attempt), "Flaky")
 	}
@@ -104,17 +134,48 @@ func FanOut(ctx workflow.Context, in fanOutInput) (int, error) {
 		HeartbeatTimeout:    in.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: in.MaxAttempts},
 	})
-	futures := make([]workflow.Future, in.N)
-	for i := range in.N {
-		futures[i] = workflow.ExecuteActivity(ctx, "Double", i)
+	return sumActivities(ctx, "Double", in.N)
+}
+
+// sumActivities runs n activities of type name, the i-th with argument i, and returns the sum of
+// their results, or the first error. They are scheduled from coroutines of at most 20 each, so that
+// no workflow coroutine runs long between two yields: one loop scheduling 200 activities can, under
+// the race detector on a busy machine, exceed the SDK's deadlock detection timeout.
+func sumActivities(ctx workflow.Context, name string, n int) (int, error) {
+	const chunk = 20
+	type part struct {
+		Sum int
+		Err error
+	}
+	results := workflow.NewChannel(ctx)
+	parts := 0
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		parts++
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			fs := make([]workflow.Future, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				fs = append(fs, workflow.ExecuteActivity(ctx, name, i))
+			}
+			var p part
+			for _, f := range fs {
+				var v int
+				if p.Err = f.Get(ctx, &v); p.Err != nil {
+					break
+				}
+				p.Sum += v
+			}
+			results.Send(ctx, p)
+		})
 	}
 	sum := 0
-	for _, f := range futures {
-		var v int
-		if err := f.Get(ctx, &v); err != nil {
-			return 0, err
+	for range parts {
+		var p part
+		results.Receive(ctx, &p)
+		if p.Err != nil {
+			return 0, p.Err
 		}
-		sum += v
+		sum += p.Sum
 	}
 	return sum, nil
 }
@@ -141,13 +202,14 @@ type env struct {
 	queue  string
 	acts   *acts
 	q      *pgqueue.Queue
+	log    *slog.Logger // Sluice's logs, to t.Log; nil in a worker subprocess (the default then)
 }
 
 func newEnv(t *testing.T, a *acts) *env {
 	t.Helper()
 	s := temporaltest.Require(t, server)
 	pool := testdb.Pool(t)
-	e := &env{c: s.Client(t), pool: pool, schema: testdb.Schema(t, pool), queue: "q-" + testdb.NewSchemaName(), acts: a}
+	e := &env{c: s.Client(t), pool: pool, schema: testdb.Schema(t, pool), queue: "q-" + testdb.NewSchemaName(), acts: a, log: testenv.Logger(t)}
 	q, err := pgqueue.New(pool, pgqueue.Options{Schema: e.schema})
 	require.NoError(t, err)
 	e.q = q
@@ -162,6 +224,7 @@ func (e *env) options(limits ...throttle.Limit) sluiceinterceptor.Options {
 			"Block":  {Limits: []string{"svc"}},
 		},
 		PollInterval: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond, LeaseTTL: 3 * time.Second,
+		Logger: e.log,
 	}
 }
 
@@ -170,7 +233,7 @@ func (e *env) startWorker(t *testing.T, opts sluiceinterceptor.Options) (worker.
 	t.Helper()
 	plugin, err := sluiceinterceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	w := worker.New(e.c, e.queue, worker.Options{Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 	w.RegisterWorkflow(FanOut)
 	w.RegisterWorkflow(BlockAll)
 	w.RegisterWorkflow(ResumeOnce)
@@ -199,7 +262,7 @@ func requireHealthy(t *testing.T, q *pgqueue.Queue) {
 
 func TestPlugin_FanOutAcrossWorkers(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{hold: 20 * time.Millisecond})
 	for range 3 {
@@ -218,23 +281,34 @@ func TestPlugin_FanOutAcrossWorkers(t *testing.T) {
 
 func TestPlugin_QueuedLongerThanHeartbeatTimeout(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// One at a time, each holding 1s (within its 2s HeartbeatTimeout, since it heartbeats only once when
-	// it starts): the last of 6 waits ~5s in the queue, more than two HeartbeatTimeouts.
-	e := newEnv(t, &acts{hold: time.Second})
+	// One at a time, and the first run holds its slot (heartbeating, as an activity with a
+	// HeartbeatTimeout must) until the tickets behind it have been in line for more than two
+	// HeartbeatTimeouts. With MaximumAttempts 1, any heartbeat timeout fails the workflow.
+	const hbTimeout = 5 * time.Second
+	e := newEnv(t, &acts{gate: make(chan struct{})})
 	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1}))
-	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 6, HeartbeatTimeout: 2 * time.Second, MaxAttempts: 1})
+	run, err := e.run(t, ctx, FanOut, fanOutInput{N: 6, HeartbeatTimeout: hbTimeout, MaxAttempts: 1})
 	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var queued int
+		var waited float64 // seconds
+		err := e.pool.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM max(clock_timestamp() - enqueued_at)), 0)
+			FROM `+e.schema+`.sluice_ticket WHERE state = 'queued'`).Scan(&queued, &waited)
+		return err == nil && queued == 5 && waited > (2*hbTimeout+time.Second).Seconds()
+	}, 3*time.Minute, 100*time.Millisecond, "five tickets in line, the oldest for over two HeartbeatTimeouts")
+	close(e.acts.gate)
 	var sum int
 	require.NoError(t, run.Get(ctx, &sum), "no attempt timed out on heartbeat while queued")
 	require.Equal(t, 30, sum)
+	require.Greater(t, time.Duration(e.acts.maxWaited.Load()), 2*hbTimeout, "a run waited in line for over two HeartbeatTimeouts")
 	requireHealthy(t, e.q)
 }
 
 func TestPlugin_RetryPolicyAppliesAsUsual(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{failUntil: 3})
 	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 2}))
@@ -260,7 +334,7 @@ func TestPlugin_RetryPolicyAppliesAsUsual(t *testing.T) {
 
 func TestPlugin_CancelReachesQueuedAndRunning(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{})
 	e.startWorker(t, e.options(throttle.Limit{Key: "svc", MaxConcurrent: 2}))
@@ -286,7 +360,7 @@ func TestPlugin_CancelReachesQueuedAndRunning(t *testing.T) {
 
 func TestPlugin_UnroutedAndLocalActivitiesPassThrough(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{})
 	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
@@ -339,7 +413,7 @@ func TestNewPlugin_RejectsBadOptions(t *testing.T) {
 
 func TestPlugin_BadCostFailsTheAttemptClearly(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{})
 	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
@@ -356,7 +430,7 @@ func TestPlugin_BadCostFailsTheAttemptClearly(t *testing.T) {
 
 func TestPlugin_MaxHeldPushesBackIntoTemporal(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{hold: 100 * time.Millisecond})
 	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})
@@ -407,7 +481,7 @@ func ResumeOnce(ctx workflow.Context) (int, error) {
 
 func TestPlugin_HeartbeatDetailsReachTheRetry(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	e := newEnv(t, &acts{})
 	opts := e.options(throttle.Limit{Key: "svc", MaxConcurrent: 1})

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -47,7 +48,7 @@ func attr(s sdktrace.ReadOnlySpan, key string) any {
 // workflow's trace.
 func TestPlugin_Tracing(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -56,7 +57,7 @@ func TestPlugin_Tracing(t *testing.T) {
 	require.NoError(t, err)
 
 	e := newEnv(t, &acts{hold: 300 * time.Millisecond})
-	c, err := client.NewClientFromExisting(e.c, client.Options{Interceptors: []interceptor.ClientInterceptor{tracing}})
+	c, err := client.NewClientFromExisting(e.c, client.Options{Interceptors: []interceptor.ClientInterceptor{tracing}, Logger: temporaltest.TestLogger(t)})
 	require.NoError(t, err)
 	defer c.Close()
 	for range 2 {
@@ -66,7 +67,7 @@ func TestPlugin_Tracing(t *testing.T) {
 		require.NoError(t, err)
 		// Temporal's interceptor comes with the client, before the worker's own interceptors; Sluice,
 		// appended to those by the plugin, thus runs inside its RunActivity span.
-		w := worker.New(c, e.queue, worker.Options{Plugins: []worker.Plugin{plugin}})
+		w := worker.New(c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})
 		w.RegisterWorkflow(FanOut)
 		w.RegisterActivity(e.acts)
 		require.NoError(t, w.Start())
@@ -76,7 +77,7 @@ func TestPlugin_Tracing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, run.Get(ctx, nil))
 
-	require.Eventually(t, func() bool { return len(spansNamed(rec.Ended(), sluiceinterceptor.SpanRun)) == 4 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(spansNamed(rec.Ended(), sluiceinterceptor.SpanRun)) == 4 }, time.Minute, 20*time.Millisecond)
 	spans := rec.Ended()
 	activitySpans := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	for _, s := range spansNamed(spans, "RunActivity:Double") {
@@ -108,7 +109,7 @@ func TestPlugin_Tracing(t *testing.T) {
 
 func TestPlugin_Metrics(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	scope := tally.NewTestScope("", nil)
 	e := newEnv(t, &acts{hold: 50 * time.Millisecond})
@@ -135,19 +136,26 @@ func TestPlugin_Metrics(t *testing.T) {
 		return 0
 	}
 	key := map[string]string{"sluice_key": "svc"}
-	require.Equal(t, int64(6), counter(sluiceinterceptor.MetricTicketsQueued, key))
+	require.Equal(t, int64(6), counter(sluiceinterceptor.MetricTicketsQueued, key), "counted before the ticket is reported written")
+	// The claim counts its admissions after it commits, in parallel with the runs it admitted: the
+	// workflow may be done first. Wait for the counts, then check that they stop at six.
+	waits := func() int {
+		n := 0
+		for _, tm := range scope.Snapshot().Timers() {
+			if tm.Name() == sluiceinterceptor.MetricWaitTime {
+				n += len(tm.Values())
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool {
+		return counter(sluiceinterceptor.MetricTicketsCompleted, map[string]string{"sluice_key": "svc", "sluice_outcome": "completed"}) >= 6 &&
+			counter(sluiceinterceptor.MetricTicketsAdmitted, key) >= 6 && waits() >= 6
+	}, time.Minute, 20*time.Millisecond)
+	require.Equal(t, int64(6), counter(sluiceinterceptor.MetricTicketsCompleted, map[string]string{"sluice_key": "svc", "sluice_outcome": "completed"}))
 	require.Equal(t, int64(6), counter(sluiceinterceptor.MetricTicketsAdmitted, key))
 	require.Equal(t, int64(60), counter(sluiceinterceptor.MetricTokensReserved, key))
-	require.Eventually(t, func() bool {
-		return counter(sluiceinterceptor.MetricTicketsCompleted, map[string]string{"sluice_key": "svc", "sluice_outcome": "completed"}) == 6
-	}, 5*time.Second, 20*time.Millisecond)
-	var waits int
-	for _, tm := range scope.Snapshot().Timers() {
-		if tm.Name() == sluiceinterceptor.MetricWaitTime {
-			waits += len(tm.Values())
-		}
-	}
-	require.Equal(t, 6, waits, "one wait time per admission")
+	require.Equal(t, 6, waits(), "one wait time per admission")
 	require.Eventually(t, func() bool {
 		for _, g := range scope.Snapshot().Gauges() {
 			if g.Name() == sluiceinterceptor.MetricInflight && g.Tags()["sluice_key"] == "svc" {
@@ -155,7 +163,7 @@ func TestPlugin_Metrics(t *testing.T) {
 			}
 		}
 		return false
-	}, 5*time.Second, 50*time.Millisecond, "the in-flight gauge is published and back to zero")
+	}, time.Minute, 50*time.Millisecond, "the in-flight gauge is published and back to zero")
 }
 
 // TestPlugin_TracingAcrossReplicas writes a ticket as another process would (its owner is elsewhere)
@@ -163,7 +171,7 @@ func TestPlugin_Metrics(t *testing.T) {
 // from the W3C trace context stored with the ticket.
 func TestPlugin_TracingAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -180,7 +188,7 @@ func TestPlugin_TracingAcrossReplicas(t *testing.T) {
 	_, err := e.q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"svc"}, Owner: "another-process", Cost: 7, TraceContext: c["traceparent"]})
 	require.NoError(t, err)
 
-	require.Eventually(t, func() bool { return len(spansNamed(rec.Ended(), sluiceinterceptor.SpanWait)) == 1 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(spansNamed(rec.Ended(), sluiceinterceptor.SpanWait)) == 1 }, time.Minute, 20*time.Millisecond)
 	w := spansNamed(rec.Ended(), sluiceinterceptor.SpanWait)[0]
 	require.Equal(t, activitySpan.SpanContext().TraceID(), w.SpanContext().TraceID())
 	require.Equal(t, activitySpan.SpanContext().SpanID(), w.Parent().SpanID())

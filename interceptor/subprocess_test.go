@@ -107,7 +107,8 @@ func subprocessWorker() error {
 	fmt.Printf("OWNER %s\n", plugin.Owner())
 	// loudInterceptor wraps Sluice's (the plugin appends its own after the options' interceptors).
 	w := worker.New(c, queue, worker.Options{
-		Plugins: []worker.Plugin{plugin}, Interceptors: []interceptor.WorkerInterceptor{&loudInterceptor{}},
+		DeadlockDetectionTimeout: testDeadlockTimeout,
+		Plugins:                  []worker.Plugin{plugin}, Interceptors: []interceptor.WorkerInterceptor{&loudInterceptor{}},
 		WorkerStopTimeout: 5 * time.Second,
 	})
 	w.RegisterWorkflow(FanOut)
@@ -372,8 +373,8 @@ func (p *workerProc) waitReady(t *testing.T) {
 	case <-p.ready:
 	case <-p.exited:
 		t.Fatalf("worker %s exited before it was ready: %v", p.name, p.err)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("worker %s not ready after 30s", p.name)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("worker %s not ready after 2m", p.name)
 	}
 	require.NotEmpty(t, p.Owner(), "worker %s printed its owner before READY", p.name)
 	t.Logf("worker %s ready: pid %d, owner %s", p.name, p.cmd.Process.Pid, p.Owner())
@@ -385,8 +386,8 @@ func (p *workerProc) stopGracefully(t *testing.T) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-p.exited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("worker %s did not exit within 20s of SIGTERM", p.name)
+	case <-time.After(time.Minute):
+		t.Fatalf("worker %s did not exit within 1m of SIGTERM", p.name)
 	}
 	require.NoError(t, p.err, "worker %s exits 0 after SIGTERM", p.name)
 	p.mu.Lock()
@@ -438,7 +439,7 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
 	require.NoError(t, err)
 	c := s.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	l := newLedger()
@@ -497,7 +498,7 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	}()
 
 	// A stops gracefully while it has queued tickets and some activities have run.
-	snap := poll("A has queued tickets and 3 activities ran", 30*time.Second, func(m map[string]map[string]int) bool {
+	snap := poll("A has queued tickets and 3 activities ran", 2*time.Minute, func(m map[string]map[string]int) bool {
 		return m[a.Owner()]["queued"] > 0 && l.runs() >= 3
 	})
 	t.Logf("SIGTERM A %s after start: tickets A %v, B %v, C %v; %d runs so far",
@@ -514,7 +515,7 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	t.Logf("A exited %s after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
 
 	// B is killed while it has a running ticket and a queued one.
-	snap = poll("B has running and queued tickets", 30*time.Second, func(m map[string]map[string]int) bool {
+	snap = poll("B has running and queued tickets", 2*time.Minute, func(m map[string]map[string]int) bool {
 		return m[b.Owner()]["running"] > 0 && m[b.Owner()]["queued"] > 0
 	})
 	require.NoError(t, b.cmd.Process.Kill())
@@ -540,7 +541,7 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	// their unfinished count only falls: the first poll that sees zero dates the last hand-back (to
 	// within the poll interval).
 	maxAdmittedB := 0
-	poll("B's tickets handed back", 30*time.Second, func(m map[string]map[string]int) bool {
+	poll("B's tickets handed back", 2*time.Minute, func(m map[string]map[string]int) bool {
 		maxAdmittedB = max(maxAdmittedB, m[b.Owner()]["admitted"])
 		return unfinished(m[b.Owner()]) == 0
 	})

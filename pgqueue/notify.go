@@ -69,7 +69,8 @@ func (n *Notifier) Subscribe(topic Topic) (<-chan struct{}, func()) {
 	}
 }
 
-// Listening is closed once the notifier has started listening, for tests and start-up ordering.
+// Listening is closed once the notifier has started listening and has woken every subscriber of
+// the moment once, for tests and start-up ordering.
 func (n *Notifier) Listening() <-chan struct{} { return n.up }
 
 func (n *Notifier) fire(topic Topic) {
@@ -125,9 +126,10 @@ func (n *Notifier) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+NotifyChannel); err != nil {
 		return err
 	}
-	n.once.Do(func() { close(n.up) })
-	// Anything sent while we were not listening is lost: wake everyone to poll once.
+	// Anything sent while we were not listening is lost: wake everyone to poll once. Listening is
+	// closed after that first wake, so that whoever waits for it finds the wake already delivered.
 	n.fireAll()
+	n.once.Do(func() { close(n.up) })
 	prefix := n.q.opts.Schema + "|"
 	for {
 		msg, err := conn.WaitForNotification(ctx)
