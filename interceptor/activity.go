@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/admission"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -94,7 +95,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	case err != nil:
 		return nil, err // the database: Temporal retries
 	}
-	p := pgqueue.EnqueueParams{
+	p := engine.EnqueueParams{
 		LimitKeys: keys, Cost: cost, Priority: route.Priority, Owner: a.rt.owner,
 		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
 		ActivityType: ai.ActivityType, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
@@ -128,7 +129,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	t, err := a.rt.q.Enqueue(ctx, p)
 	if err != nil {
 		a.rt.drop(inv)
-		if errors.Is(err, pgqueue.ErrUnknownLimit) {
+		if errors.Is(err, engine.ErrUnknownLimit) {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sluice: route %q: %v", ai.ActivityType, err), "SluiceUnknownLimit", nil)
 		}
 		return nil, fmt.Errorf("sluice: write ticket: %w", err)

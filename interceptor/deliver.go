@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Outcome kinds stored with a finished ticket. The outcome bytes are Temporal protos, encoded with the
@@ -44,7 +44,7 @@ func (rt *runtime) encodeOutcome(ctx context.Context, result any, err error) (st
 	case errors.Is(err, activity.ErrResultPending):
 		return outcomePending, nil
 	case errors.Is(cause, errStopping):
-		return pgqueue.OutcomeHandedBack, nil
+		return engine.OutcomeHandedBack, nil
 	case errors.Is(cause, errCancelRequested) && (errors.Is(err, context.Canceled) || temporal.IsCanceledError(err)):
 		return outcomeCanceled, nil
 	}
@@ -67,7 +67,7 @@ func handedBackError() error {
 
 // deliver reports a finished ticket's outcome to Temporal. Temporal answering NotFound (the attempt
 // timed out, was cancelled or completed) counts as delivered: there is no one left to tell.
-func (rt *runtime) deliver(ctx context.Context, t pgqueue.Ticket) error {
+func (rt *runtime) deliver(ctx context.Context, t engine.Ticket) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	svc := rt.opts.Client.WorkflowService()
@@ -88,7 +88,7 @@ func (rt *runtime) deliver(ctx context.Context, t pgqueue.Ticket) error {
 			_, err = svc.RespondActivityTaskCanceled(ctx, &workflowservice.RespondActivityTaskCanceledRequest{
 				TaskToken: t.TaskToken, Details: payloads, Identity: rt.opts.Identity, Namespace: t.Namespace})
 		}
-	case outcomeFailed, pgqueue.OutcomeHandedBack:
+	case outcomeFailed, engine.OutcomeHandedBack:
 		f := &failurepb.Failure{}
 		if t.OutcomeKind == outcomeFailed {
 			if err := proto.Unmarshal(t.Outcome, f); err != nil {
@@ -120,7 +120,7 @@ func (rt *runtime) deliver(ctx context.Context, t pgqueue.Ticket) error {
 
 // deliverAndAck delivers and, once Temporal has it, removes the ticket. A failed delivery stays in
 // Postgres and is retried by every replica's delivery loop.
-func (rt *runtime) deliverAndAck(ctx context.Context, t pgqueue.Ticket) {
+func (rt *runtime) deliverAndAck(ctx context.Context, t engine.Ticket) {
 	if err := rt.deliver(ctx, t); err != nil {
 		rt.opts.Logger.Warn("sluice: deliver outcome; will retry", "ticket_id", t.ID, "error", err)
 		return

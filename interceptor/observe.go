@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // TracerName names Sluice's tracer: the module path.
@@ -90,7 +90,7 @@ func (tm telemetry) forKey(key string) client.MetricsHandler {
 	return tm.metrics.WithTags(map[string]string{"sluice_key": key})
 }
 
-func ticketAttrs(t pgqueue.Ticket) []attribute.KeyValue {
+func ticketAttrs(t engine.Ticket) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		AttrTicketID.Int64(t.ID), AttrLimitKeys.String(strings.Join(t.LimitKeys, ",")),
 		AttrReservedCost.Int64(t.Cost), AttrPriority.Int(t.Priority), AttrFairnessKey.String(t.FairnessKey),
@@ -100,7 +100,7 @@ func ticketAttrs(t pgqueue.Ticket) []attribute.KeyValue {
 
 // admitted records, on the replica whose claim admitted it, a ticket's wait: a span from the instant it
 // was written to the instant it was admitted, a child of the activity's span, and the admission metrics.
-func (tm telemetry) admitted(t pgqueue.Ticket, queueDepth int64, by string) {
+func (tm telemetry) admitted(t engine.Ticket, queueDepth int64, by string) {
 	reason := t.WaitReason
 	if reason == "" {
 		reason = "queue" // waited only behind other tickets, or not at all
@@ -117,7 +117,7 @@ func (tm telemetry) admitted(t pgqueue.Ticket, queueDepth int64, by string) {
 }
 
 // startRun starts the run span as a child of the activity's span.
-func (tm telemetry) startRun(ctx context.Context, t pgqueue.Ticket) (context.Context, trace.Span) {
+func (tm telemetry) startRun(ctx context.Context, t engine.Ticket) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
 	if !parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.SpanContextFromContext(tm.extract(t.TraceContext)))
@@ -126,7 +126,7 @@ func (tm telemetry) startRun(ctx context.Context, t pgqueue.Ticket) (context.Con
 }
 
 // endRun ends the run span and records the run's metrics.
-func (tm telemetry) endRun(span trace.Span, t pgqueue.Ticket, actual int64, outcome string, err error) {
+func (tm telemetry) endRun(span trace.Span, t engine.Ticket, actual int64, outcome string, err error) {
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if actual >= 0 {
 		span.SetAttributes(AttrActualCost.Int64(actual))
@@ -140,7 +140,7 @@ func (tm telemetry) endRun(span trace.Span, t pgqueue.Ticket, actual int64, outc
 }
 
 // gauges publishes the in-flight figures of every limit, as the database has them.
-func (tm telemetry) gauges(ctx context.Context, q *pgqueue.Queue, keys []string) {
+func (tm telemetry) gauges(ctx context.Context, q *engine.Queue, keys []string) {
 	for _, k := range keys {
 		st, err := q.LimitStatus(ctx, k)
 		if err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"sync"
 
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -23,7 +23,8 @@ const PluginName = "sluice"
 // NewPlugin.
 type Plugin struct {
 	worker.PluginBase
-	rt *runtime
+	rt    *runtime
+	admin *pgqueue.Queue
 
 	mu      sync.Mutex
 	running int
@@ -38,14 +39,18 @@ func NewPlugin(opts Options) (*Plugin, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	q, err := pgqueue.New(opts.Pool, pgqueue.Options{Schema: opts.Schema})
+	q, err := engine.New(opts.Pool, engine.Options{Schema: opts.Schema})
 	if err != nil {
-		return nil, fmt.Errorf("sluice: %w", err)
+		return nil, err
+	}
+	admin, err := pgqueue.New(opts.Pool, pgqueue.Options{Schema: opts.Schema})
+	if err != nil {
+		return nil, err
 	}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	rt := newRuntime(opts, q, opts.Identity+"/"+hex.EncodeToString(suffix))
-	return &Plugin{rt: rt}, nil
+	return &Plugin{rt: rt, admin: admin}, nil
 }
 
 // Name returns PluginName.
@@ -54,8 +59,9 @@ func (p *Plugin) Name() string { return PluginName }
 // Owner returns the owner ID this plugin writes into its tickets.
 func (p *Plugin) Owner() string { return p.rt.owner }
 
-// Queue returns the plugin's admission queue, for stats and runtime limit changes.
-func (p *Plugin) Queue() *pgqueue.Queue { return p.rt.q }
+// Queue returns the administration of the plugin's schema: limits (read, change at runtime, pause,
+// resume), stats and verify.
+func (p *Plugin) Queue() *pgqueue.Queue { return p.admin }
 
 // ConfigureWorker adds the activity interceptor.
 func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWorkerOptions) error {

@@ -14,6 +14,7 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	"github.com/sluicehq/sluice/internal/admission"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -28,7 +29,7 @@ var (
 // heartbeat and deliver them.
 type runtime struct {
 	opts  Options
-	q     *pgqueue.Queue
+	q     *engine.Queue
 	owner string
 	slots chan struct{}
 
@@ -40,13 +41,13 @@ type runtime struct {
 	running     sync.WaitGroup // runs in progress
 	loops       sync.WaitGroup
 	cancel      context.CancelFunc
-	notifier    *pgqueue.Notifier
+	notifier    *engine.Notifier
 	tm          telemetry
 	keys        []string // every limit key the routes name, for the gauges
 	knownKeys   sync.Map // derived limit keys this process has made sure exist
 }
 
-func newRuntime(opts Options, q *pgqueue.Queue, owner string) *runtime {
+func newRuntime(opts Options, q *engine.Queue, owner string) *runtime {
 	rt := &runtime{opts: opts, q: q, owner: owner, slots: make(chan struct{}, opts.MaxHeld), held: map[string]*invocation{}, tm: newTelemetry(opts)}
 	seen := map[string]bool{}
 	for _, r := range opts.Routes {
@@ -168,7 +169,7 @@ func (rt *runtime) stop(ctx context.Context) {
 // handBackOwn hands this owner's unfinished tickets back to Temporal and delivers the hand-backs.
 func (rt *runtime) handBackOwn(ctx context.Context, skipRunning bool) {
 	for {
-		ts, err := rt.q.HandBack(ctx, pgqueue.HandBackParams{Owner: rt.owner, SkipRunning: skipRunning})
+		ts, err := rt.q.HandBack(ctx, engine.HandBackParams{Owner: rt.owner, SkipRunning: skipRunning})
 		if err != nil {
 			rt.opts.Logger.Error("sluice: hand back tickets at stop", "error", err)
 			return
@@ -200,13 +201,13 @@ func wait(ctx context.Context, ch <-chan struct{}, d time.Duration) bool {
 }
 
 func (rt *runtime) claimLoop(ctx context.Context) {
-	work, unsubscribe := rt.notifier.Subscribe(pgqueue.TopicWork())
+	work, unsubscribe := rt.notifier.Subscribe(engine.TopicWork())
 	defer unsubscribe()
 	for {
 		if rt.stopping.Load() {
 			return
 		}
-		res, err := rt.q.Claim(ctx, pgqueue.ClaimParams{Max: rt.opts.ClaimBatch, MinRemaining: rt.opts.MinRemaining})
+		res, err := rt.q.Claim(ctx, engine.ClaimParams{Max: rt.opts.ClaimBatch, MinRemaining: rt.opts.MinRemaining})
 		next := rt.opts.PollInterval
 		switch {
 		case ctx.Err() != nil:
@@ -233,7 +234,7 @@ func (rt *runtime) claimLoop(ctx context.Context) {
 }
 
 func (rt *runtime) ownerLoop(ctx context.Context) {
-	admitted, unsubscribe := rt.notifier.Subscribe(pgqueue.TopicAdmitted(rt.owner))
+	admitted, unsubscribe := rt.notifier.Subscribe(engine.TopicAdmitted(rt.owner))
 	defer unsubscribe()
 	for {
 		ts, err := rt.q.TakeAdmitted(ctx, rt.owner, rt.opts.ClaimBatch)
@@ -256,13 +257,13 @@ func (rt *runtime) ownerLoop(ctx context.Context) {
 }
 
 // startRun runs an admitted ticket's invocation in its own goroutine.
-func (rt *runtime) startRun(t pgqueue.Ticket) {
+func (rt *runtime) startRun(t engine.Ticket) {
 	inv := rt.lookup(invocationKeyOf(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt)))
 	ctx := context.Background()
 	if inv == nil {
 		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
 		// the ticket back so that its reservation is released and Temporal retries it.
-		if err := rt.q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: 0, OutcomeKind: pgqueue.OutcomeHandedBack}); err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
+		if err := rt.q.Complete(ctx, engine.CompleteParams{TicketID: t.ID, ActualCost: 0, OutcomeKind: engine.OutcomeHandedBack}); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			rt.opts.Logger.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
 		}
 		return
@@ -306,10 +307,10 @@ func (rt *runtime) startRun(t pgqueue.Ticket) {
 			// before the failure, as the SDK does.
 			rt.heartbeat(inv)
 		}
-		cerr := rt.complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
+		cerr := rt.complete(ctx, engine.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
 		rt.drop(inv)
 		switch {
-		case errors.Is(cerr, pgqueue.ErrNotFound):
+		case errors.Is(cerr, engine.ErrNotFound):
 			// Handed back while it ran (this process lost its lease): Temporal already has a failure.
 			return
 		case cerr != nil:
@@ -326,12 +327,12 @@ const completeRetryFor = 2 * time.Minute
 
 // complete records a finished run's outcome, retrying with backoff while the database is down: until
 // it is recorded the ticket holds its reservation, and the outcome exists only in this process.
-func (rt *runtime) complete(ctx context.Context, p pgqueue.CompleteParams) error {
+func (rt *runtime) complete(ctx context.Context, p engine.CompleteParams) error {
 	deadline := time.Now().Add(completeRetryFor)
 	backoff := 100 * time.Millisecond
 	for {
 		err := rt.q.Complete(ctx, p)
-		if err == nil || errors.Is(err, pgqueue.ErrNotFound) || time.Now().After(deadline) {
+		if err == nil || errors.Is(err, engine.ErrNotFound) || time.Now().After(deadline) {
 			return err
 		}
 		rt.opts.Logger.Warn("sluice: record outcome; retrying", "ticket_id", p.TicketID, "error", err, "backoff", backoff)
@@ -366,7 +367,7 @@ func (rt *runtime) leaseLoop(ctx context.Context) {
 			}
 		case <-sweep.C:
 			// Any survivor hands back a dead owner's tickets; the delivery loop reports them.
-			back, err := rt.q.HandBack(ctx, pgqueue.HandBackParams{})
+			back, err := rt.q.HandBack(ctx, engine.HandBackParams{})
 			if err != nil && ctx.Err() == nil {
 				rt.opts.Logger.Warn("sluice: hand back tickets of dead owners", "error", err)
 			}
@@ -377,7 +378,7 @@ func (rt *runtime) leaseLoop(ctx context.Context) {
 			rt.sweepExpired()
 			if time.Since(lastPrune) > time.Minute {
 				lastPrune = time.Now()
-				if _, err := rt.q.Prune(ctx, pgqueue.PruneParams{}); err != nil && ctx.Err() == nil {
+				if _, err := rt.q.Prune(ctx, engine.PruneParams{}); err != nil && ctx.Err() == nil {
 					rt.opts.Logger.Warn("sluice: prune", "error", err)
 				}
 			}
@@ -508,7 +509,7 @@ func (rt *runtime) interrupt(inv *invocation, cause error) {
 	ctx := context.Background()
 	err := rt.q.Cancel(ctx, id)
 	switch {
-	case errors.Is(err, pgqueue.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound):
 		// Either admitted and taken meanwhile (the run is starting: cancel it), or the ticket is gone
 		// (handed back by a survivor while this process had lost its lease): if Temporal no longer
 		// knows the activity either, nothing will ever run it here, so let it go.
@@ -534,7 +535,7 @@ func (rt *runtime) interrupt(inv *invocation, cause error) {
 	if cause == errCancelRequested {
 		kind, outcome = outcomeCanceled, nil
 	}
-	if err := rt.deliver(ctx, pgqueue.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}); err != nil {
+	if err := rt.deliver(ctx, engine.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}); err != nil {
 		rt.opts.Logger.Warn("sluice: report cancelled activity", "ticket_id", id, "error", err)
 	}
 }
@@ -542,7 +543,7 @@ func (rt *runtime) interrupt(inv *invocation, cause error) {
 // requeue puts a run the provider refused (a 429 reported through sluiceactivity.RateLimited) back
 // in line at its place, pausing its line's limit until the provider's reset on every replica. The
 // invocation stays held: when admitted again it runs again, in the same Temporal attempt.
-func (rt *runtime) requeue(ctx context.Context, inv *invocation, t pgqueue.Ticket, until time.Time, actual int64, observed bool) {
+func (rt *runtime) requeue(ctx context.Context, inv *invocation, t engine.Ticket, until time.Time, actual int64, observed bool) {
 	// A refused call spent its request but, unless reported otherwise, no tokens: its reservation
 	// comes back. Unless the run reported the provider's headers: those already set the bucket to
 	// what the provider says remains, which does not count this refused call, so giving the
@@ -553,7 +554,7 @@ func (rt *runtime) requeue(ctx context.Context, inv *invocation, t pgqueue.Ticke
 	default:
 		actual = max(actual, 0)
 	}
-	err := rt.q.Requeue(ctx, pgqueue.RequeueParams{TicketID: t.ID, NotBefore: until, ActualCost: actual,
+	err := rt.q.Requeue(ctx, engine.RequeueParams{TicketID: t.ID, NotBefore: until, ActualCost: actual,
 		PauseKeys: []string{inv.line}, PauseUntil: until})
 	inv.mu.Lock()
 	inv.running, inv.cancel, inv.limited, inv.actual, inv.lastSent = false, nil, time.Time{}, -1, time.Now()

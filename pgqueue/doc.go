@@ -1,5 +1,6 @@
-// Package pgqueue is Sluice's admission queue in Postgres: the tables, their embedded migrations, and
-// every SQL statement Sluice runs. Postgres is the single source of truth; there is no other state.
+// Package pgqueue is Sluice's admission queue in Postgres as its users see it: the tables, their
+// embedded migrations, and the administration of limits. Postgres is the single source of truth;
+// there is no other state.
 //
 // # Tables
 //
@@ -14,22 +15,22 @@
 //   - sluice_fair: the fair-share finish tag of each fairness key in a line.
 //   - sluice_owner: the lease of each live process.
 //
-// # Operations
+// # Administration
 //
-// [Queue.Enqueue] writes a ticket; [Queue.Claim] is the throttled dequeue, run by any number of
-// processes; [Queue.TakeAdmitted] hands an owner what was admitted for it; [Queue.Complete] releases
-// and reconciles, storing the outcome; [Queue.Requeue] puts a ticket back in line without spending an
-// attempt; [Queue.HandBack] returns a dead owner's tickets to Temporal; [Queue.TakeDeliveries] and
-// [Queue.Delivered] deliver outcomes until Temporal has them; [Queue.Stats] and [Queue.Verify] say how
-// things stand. A [Notifier] turns LISTEN/NOTIFY into wake-ups; callers poll as a fallback.
+// [Migrate] creates and upgrades the tables (run it once per deploy, or let the plugin run it when a
+// worker starts). A [Queue] administers one schema: [Queue.UpsertLimits] creates limits or changes
+// them at runtime, [Queue.Limit] and [Queue.LimitStatus] read them (as configured, as admission
+// applies them, and their buckets), [Queue.Pause] and [Queue.Resume] stop and restart admissions on a
+// key, [Queue.Stats] and [Queue.Verify] say how things stand. Every change applies at the next
+// admission on every replica. The dispatcher's own operations (claims, completions, hand-backs,
+// deliveries) are run by the plugin and are not part of this package.
 //
 //	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"}); err != nil { ... }
 //	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
 //	err = q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 50, TokensPerMinute: 90_000})
-//	t, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"openai"}, Cost: 1200, Owner: "w1"})
-//	res, err := q.Claim(ctx, pgqueue.ClaimParams{})
-//	// ... run res.Admitted, then:
-//	err = q.Complete(ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: 950})
+//	err = q.Pause(ctx, "openai", time.Now().Add(time.Minute)) // an incident: hold every replica
+//	err = q.Resume(ctx, "openai")
+//	stats, err := q.Stats(ctx)
 //
 // # Correctness
 //

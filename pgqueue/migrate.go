@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 //go:embed migration/*.sql
@@ -84,7 +86,7 @@ type MigrateResult struct {
 // transaction, recorded in sluice_migration. It is safe to run concurrently from many processes (a
 // transaction-level advisory lock per schema serialises them) and to run again: a current schema is
 // left alone.
-func Migrate(ctx context.Context, db dbtx, opts MigrateOptions) (MigrateResult, error) {
+func Migrate(ctx context.Context, db DB, opts MigrateOptions) (MigrateResult, error) {
 	schema := cmp.Or(opts.Schema, DefaultSchema)
 	if err := ValidateSchema(schema); err != nil {
 		return MigrateResult{}, err
@@ -96,7 +98,7 @@ func Migrate(ctx context.Context, db dbtx, opts MigrateOptions) (MigrateResult, 
 	qs := pgx.Identifier{schema}.Sanitize()
 	var res MigrateResult
 	for _, m := range migrations {
-		err := inTx(ctx, db, func(tx pgx.Tx) error {
+		err := engine.InTx(ctx, db, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice_migrate'), hashtext($1))`, schema); err != nil {
 				return err
 			}
@@ -138,7 +140,7 @@ func Migrate(ctx context.Context, db dbtx, opts MigrateOptions) (MigrateResult, 
 
 // MigrateDown reverts the embedded migrations above targetVersion, newest first. Version 0 drops
 // every Sluice table (the schema itself is left).
-func MigrateDown(ctx context.Context, db dbtx, opts MigrateOptions, targetVersion int) error {
+func MigrateDown(ctx context.Context, db DB, opts MigrateOptions, targetVersion int) error {
 	schema := cmp.Or(opts.Schema, DefaultSchema)
 	if err := ValidateSchema(schema); err != nil {
 		return err
@@ -153,7 +155,7 @@ func MigrateDown(ctx context.Context, db dbtx, opts MigrateOptions, targetVersio
 		if m.Version <= targetVersion {
 			break
 		}
-		err := inTx(ctx, db, func(tx pgx.Tx) error {
+		err := engine.InTx(ctx, db, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice_migrate'), hashtext($1))`, schema); err != nil {
 				return err
 			}

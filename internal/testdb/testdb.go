@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/pgqueue"
 )
@@ -91,12 +92,12 @@ func Schema(t testing.TB, pool *pgxpool.Pool) string {
 	return schema
 }
 
-// Queue returns a queue over a fresh migrated schema on a new pool.
-func Queue(t testing.TB, opts pgqueue.Options) *pgqueue.Queue {
+// Engine returns the dispatcher's engine over a fresh migrated schema on a new pool.
+func Engine(t testing.TB, opts engine.Options) *engine.Queue {
 	t.Helper()
 	pool := Pool(t)
 	opts.Schema = Schema(t, pool)
-	q, err := pgqueue.New(pool, opts)
+	q, err := engine.New(pool, opts)
 	require.NoError(t, err)
 	return q
 }

@@ -1,4 +1,4 @@
-package pgqueue_test
+package engine_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -18,17 +18,17 @@ func TestQueue_Claim(t *testing.T) {
 	t.Run("AdmitsInPriorityThenArrivalOrderUpToMaxConcurrent", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 2})
-		a := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Priority: 3})
-		b := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Priority: 1})
-		c := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Priority: 3})
-		res := claim(t, q, pgqueue.ClaimParams{})
+		a := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Priority: 3})
+		b := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Priority: 1})
+		c := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Priority: 3})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Equal(t, []int64{b.ID, a.ID}, ids(res.Admitted))
 		require.Equal(t, throttle.ReasonConcurrency, res.Blocked["k"])
 		require.True(t, res.RetryAt.IsZero(), "only a release unblocks concurrency")
 		requireHealthy(t, q)
 
-		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: b.ID, ActualCost: -1}))
-		require.Equal(t, []int64{c.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: b.ID, ActualCost: -1}))
+		require.Equal(t, []int64{c.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 		requireHealthy(t, q)
 	})
 
@@ -36,70 +36,70 @@ func TestQueue_Claim(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", RequestsPerSecond: 2, Burst: 3})
 		for range 10 {
-			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
 		}
-		res := claim(t, q, pgqueue.ClaimParams{})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Len(t, res.Admitted, 3, "the burst")
 		require.Equal(t, throttle.ReasonRate, res.Blocked["k"])
 		require.Equal(t, t0.Add(500*time.Millisecond), res.RetryAt)
 		b.clock.Add(499 * time.Millisecond)
-		require.Empty(t, claim(t, q, pgqueue.ClaimParams{}).Admitted)
+		require.Empty(t, claim(t, q, engine.ClaimParams{}).Admitted)
 		b.clock.Add(time.Millisecond)
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 1)
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 1)
 		b.clock.Add(2 * time.Second)
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 3, "refill is capped at the burst")
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 3, "refill is capped at the burst")
 	})
 
 	t.Run("TokensPerMinuteReconciled", func(t *testing.T) {
 		t.Parallel()
 		// 600 tokens a minute = 10 a second, bucket of 600.
 		q, b := setup(t, throttle.Limit{Key: "k", TokensPerMinute: 600})
-		t1 := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 400})
-		t2 := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 400})
-		res := claim(t, q, pgqueue.ClaimParams{})
+		t1 := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 400})
+		t2 := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 400})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Equal(t, []int64{t1.ID}, ids(res.Admitted))
 		require.Equal(t, throttle.ReasonTokens, res.Blocked["k"])
 		require.Equal(t, t0.Add(20*time.Second), res.RetryAt, "200 left, 200 more at 10/s")
 
 		// The call used half its estimate: the other half comes back at once.
-		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: t1.ID, ActualCost: 200}))
-		require.Equal(t, []int64{t2.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: t1.ID, ActualCost: 200}))
+		require.Equal(t, []int64{t2.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 
 		// One that used double carries debt: 600-200-400 = 0 left, then -400 after reconciling.
-		t3 := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 100})
-		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: t2.ID, ActualCost: 800}))
-		res = claim(t, q, pgqueue.ClaimParams{})
+		t3 := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 100})
+		require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: t2.ID, ActualCost: 800}))
+		res = claim(t, q, engine.ClaimParams{})
 		require.Empty(t, res.Admitted)
 		require.Equal(t, t0.Add(50*time.Second), res.RetryAt, "repay 400 of debt and earn 100 at 10/s")
 		b.clock.Add(50 * time.Second)
-		require.Equal(t, []int64{t3.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.Equal(t, []int64{t3.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 		requireHealthy(t, q)
 	})
 
 	t.Run("TicketLargerThanBurstIsNotStarved", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", TokensPerMinute: 600, MaxInflightTokens: 500})
-		big := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 1000})
-		small := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10})
-		require.Equal(t, []int64{big.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
-		res := claim(t, q, pgqueue.ClaimParams{})
+		big := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 1000})
+		small := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10})
+		require.Equal(t, []int64{big.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
+		res := claim(t, q, engine.ClaimParams{})
 		require.Empty(t, res.Admitted, "nothing joins an oversize ticket in flight")
 		require.Equal(t, throttle.ReasonInflightTokens, res.Blocked["k"])
-		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: big.ID, ActualCost: -1}))
-		res = claim(t, q, pgqueue.ClaimParams{})
+		require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: big.ID, ActualCost: -1}))
+		res = claim(t, q, engine.ClaimParams{})
 		require.Equal(t, throttle.ReasonTokens, res.Blocked["k"])
 		require.Equal(t, t0.Add(41*time.Second), res.RetryAt, "400 of debt then 10 tokens at 10/s")
 		b.clock.Add(41 * time.Second)
-		require.Equal(t, []int64{small.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.Equal(t, []int64{small.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 	})
 
 	t.Run("HeadOfLineWaitsForItsOwnLimit", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", TokensPerMinute: 600})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 500})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 500})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 50})
-		res := claim(t, q, pgqueue.ClaimParams{})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 500})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 500})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 50})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Len(t, res.Admitted, 1, "the small ticket does not jump the large one waiting at the head")
 	})
 
@@ -109,21 +109,21 @@ func TestQueue_Claim(t *testing.T) {
 			throttle.Limit{Key: "openai", MaxConcurrent: 10},
 			throttle.Limit{Key: "tenant:a", MaxConcurrent: 1},
 			throttle.Limit{Key: "tenant:b", MaxConcurrent: 1})
-		a1 := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:a"}})
-		a2 := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:a"}})
-		b1 := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:b"}})
-		res := claim(t, q, pgqueue.ClaimParams{})
+		a1 := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:a"}})
+		a2 := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:a"}})
+		b1 := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:b"}})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Equal(t, []int64{a1.ID, b1.ID}, ids(res.Admitted), "a full tenant is passed over, not a stall for the line")
 		require.NotContains(t, ids(res.Admitted), a2.ID)
 		stats, err := q.Stats(ctx)
 		require.NoError(t, err)
-		require.Equal(t, []pgqueue.KeyStats{
+		require.Equal(t, []engine.KeyStats{
 			{Key: "openai", Queued: 1, QueuedDrawing: 1, Admitted: 2, InflightCount: 2},
 			{Key: "tenant:a", QueuedDrawing: 1, Admitted: 1, InflightCount: 1},
 			{Key: "tenant:b", Admitted: 1, InflightCount: 1},
 		}, stats)
-		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: a1.ID, ActualCost: -1}))
-		require.Equal(t, []int64{a2.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: a1.ID, ActualCost: -1}))
+		require.Equal(t, []int64{a2.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 		requireHealthy(t, q)
 	})
 
@@ -134,10 +134,10 @@ func TestQueue_Claim(t *testing.T) {
 			throttle.Limit{Key: "tenant:big", MaxConcurrent: 2},
 			throttle.Limit{Key: "tenant:small", MaxConcurrent: 2})
 		for range 150 {
-			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"email", "tenant:big"}})
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"email", "tenant:big"}})
 		}
-		small := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"email", "tenant:small"}})
-		res := claim(t, q, pgqueue.ClaimParams{Max: 100})
+		small := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"email", "tenant:small"}})
+		res := claim(t, q, engine.ClaimParams{Max: 100})
 		require.Len(t, res.Admitted, 3)
 		require.Contains(t, ids(res.Admitted), small.ID, "found behind 148 tickets of a full tenant")
 		requireHealthy(t, q)
@@ -146,44 +146,44 @@ func TestQueue_Claim(t *testing.T) {
 	t.Run("SkipsLinesAnotherClaimerHolds", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "a", MaxConcurrent: 5}, throttle.Limit{Key: "b", MaxConcurrent: 5})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"a"}})
-		tb := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"b"}})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"b", "a"}})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"a"}})
+		tb := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"b"}})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"b", "a"}})
 		tx, err := q.Pool().Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = tx.Exec(ctx, `SELECT 1 FROM `+q.Schema()+`.sluice_limit WHERE key = 'a' FOR UPDATE`)
 		require.NoError(t, err)
-		res := claim(t, q, pgqueue.ClaimParams{})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Equal(t, []int64{tb.ID}, ids(res.Admitted), "line b proceeds; the ticket also drawing on a is left")
 		require.True(t, res.Busy)
 		require.NoError(t, tx.Rollback(ctx))
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 2)
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 2)
 	})
 
 	t.Run("MaxBoundsTheBatch", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 100})
 		for range 7 {
-			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
 		}
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{Max: 5}).Admitted, 5)
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{Max: 5}).Admitted, 2)
-		_, err := q.Claim(ctx, pgqueue.ClaimParams{Max: -1})
+		require.Len(t, claim(t, q, engine.ClaimParams{Max: 5}).Admitted, 5)
+		require.Len(t, claim(t, q, engine.ClaimParams{Max: 5}).Admitted, 2)
+		_, err := q.Claim(ctx, engine.ClaimParams{Max: -1})
 		require.ErrorContains(t, err, "Max must be in [1, 10000], got -1")
 	})
 
 	t.Run("NeverAdmitsPastTheDeadline", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
-		gone := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Deadline: t0})
-		close := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Deadline: t0.Add(time.Second)})
-		ok := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Deadline: t0.Add(time.Minute)})
-		res := claim(t, q, pgqueue.ClaimParams{MinRemaining: 5 * time.Second})
+		gone := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Deadline: t0})
+		close := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Deadline: t0.Add(time.Second)})
+		ok := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Deadline: t0.Add(time.Minute)})
+		res := claim(t, q, engine.ClaimParams{MinRemaining: 5 * time.Second})
 		require.Equal(t, []int64{ok.ID}, ids(res.Admitted))
 		require.ElementsMatch(t, []int64{gone.ID, close.ID}, ids(res.Expired))
 		_, err := q.Ticket(ctx, gone.ID)
-		require.ErrorIs(t, err, pgqueue.ErrNotFound)
+		require.ErrorIs(t, err, engine.ErrNotFound)
 	})
 
 	t.Run("PausedKeyWaitsUntilTheReset", func(t *testing.T) {
@@ -191,14 +191,14 @@ func TestQueue_Claim(t *testing.T) {
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
 		require.NoError(t, q.Pause(ctx, "k", t0.Add(30*time.Second)))
 		require.NoError(t, q.Pause(ctx, "k", t0.Add(10*time.Second)), "an earlier pause does not shorten a later one")
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		res := claim(t, q, pgqueue.ClaimParams{})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Empty(t, res.Admitted)
 		require.Equal(t, throttle.ReasonPaused, res.Blocked["k"])
 		require.Equal(t, t0.Add(30*time.Second), res.RetryAt)
 		b.clock.Add(30 * time.Second)
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 1)
-		require.ErrorIs(t, q.Pause(ctx, "nope", t0), pgqueue.ErrUnknownLimit)
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 1)
+		require.ErrorIs(t, q.Pause(ctx, "nope", t0), engine.ErrUnknownLimit)
 	})
 
 	t.Run("FairShareAcrossTenantsWithWeights", func(t *testing.T) {
@@ -208,7 +208,7 @@ func TestQueue_Claim(t *testing.T) {
 		tenantOf := map[int64]string{}
 		add := func(tenant string, n int, weight float64) {
 			for range n {
-				tk := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, FairnessKey: tenant, Weight: weight, Cost: 10})
+				tk := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, FairnessKey: tenant, Weight: weight, Cost: 10})
 				tenantOf[tk.ID] = tenant
 				p := model.Enqueue(0, tenant, 10, weight)
 				require.InDelta(t, p.Start, tk.VStart, 1e-9, "SQL tagging matches the model")
@@ -217,7 +217,7 @@ func TestQueue_Claim(t *testing.T) {
 		add("big", 60, 1)
 		add("small", 10, 1)
 		add("heavy", 20, 2)
-		res := claim(t, q, pgqueue.ClaimParams{Max: 30})
+		res := claim(t, q, engine.ClaimParams{Max: 30})
 		count := map[string]int{}
 		for _, tk := range res.Admitted {
 			count[tenantOf[tk.ID]]++
@@ -231,12 +231,12 @@ func TestQueue_Claim(t *testing.T) {
 	t.Run("NotBeforeHoldsATicketBack", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
-		later := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, NotBefore: t0.Add(time.Minute)})
-		now := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		res := claim(t, q, pgqueue.ClaimParams{})
+		later := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, NotBefore: t0.Add(time.Minute)})
+		now := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Equal(t, []int64{now.ID}, ids(res.Admitted))
 		require.Equal(t, t0.Add(time.Minute), res.RetryAt)
 		b.clock.Add(time.Minute)
-		require.Equal(t, []int64{later.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.Equal(t, []int64{later.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 	})
 }

@@ -1,4 +1,4 @@
-package pgqueue
+package engine
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (q *Queue) Stats(ctx context.Context) ([]KeyStats, error) {
 			l.inflight_count, l.inflight_tokens, l.paused_until
 		FROM {s}.sluice_limit l ORDER BY l.key`))
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: stats: %w", err)
+		return nil, fmt.Errorf("sluice: stats: %w", err)
 	}
 	defer rows.Close()
 	var out []KeyStats
@@ -62,7 +62,7 @@ func (q *Queue) Verify(ctx context.Context) ([]string, error) {
 			l.max_concurrent, l.max_inflight_tokens
 		FROM {s}.sluice_limit l LEFT JOIN held h ON h.key = l.key ORDER BY l.key`))
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: verify: %w", err)
+		return nil, fmt.Errorf("sluice: verify: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {

@@ -1,4 +1,4 @@
-package pgqueue_test
+package engine_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -18,13 +18,13 @@ func TestQueue_Lifecycle(t *testing.T) {
 	t.Run("OwnerTakesAdmittedOnce", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
-		mine := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w1"})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w2"})
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 2)
+		mine := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w1"})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w2"})
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 2)
 		got, err := q.TakeAdmitted(ctx, "w1", 10)
 		require.NoError(t, err)
 		require.Equal(t, []int64{mine.ID}, ids(got))
-		require.Equal(t, pgqueue.TicketStateRunning, got[0].State)
+		require.Equal(t, engine.TicketStateRunning, got[0].State)
 		got, err = q.TakeAdmitted(ctx, "w1", 10)
 		require.NoError(t, err)
 		require.Empty(t, got)
@@ -33,13 +33,13 @@ func TestQueue_Lifecycle(t *testing.T) {
 	t.Run("CompleteStoresOutcomeThenDeliveryDeletes", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1, TokensPerMinute: 6000})
-		tk := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 100, TaskToken: []byte("tok")})
-		claim(t, q, pgqueue.ClaimParams{})
-		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: 70, OutcomeKind: "result", Outcome: []byte("payload")}))
-		require.ErrorIs(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID}), pgqueue.ErrNotFound, "completing twice")
+		tk := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 100, TaskToken: []byte("tok")})
+		claim(t, q, engine.ClaimParams{})
+		require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: tk.ID, ActualCost: 70, OutcomeKind: "result", Outcome: []byte("payload")}))
+		require.ErrorIs(t, q.Complete(ctx, engine.CompleteParams{TicketID: tk.ID}), engine.ErrNotFound, "completing twice")
 		got, err := q.Ticket(ctx, tk.ID)
 		require.NoError(t, err)
-		require.Equal(t, pgqueue.TicketStateFinished, got.State)
+		require.Equal(t, engine.TicketStateFinished, got.State)
 		require.Equal(t, int64(70), got.ActualCost)
 		requireHealthy(t, q)
 
@@ -58,44 +58,44 @@ func TestQueue_Lifecycle(t *testing.T) {
 		require.Equal(t, 2, ds[0].Deliveries)
 		require.NoError(t, q.Delivered(ctx, tk.ID))
 		_, err = q.Ticket(ctx, tk.ID)
-		require.ErrorIs(t, err, pgqueue.ErrNotFound)
+		require.ErrorIs(t, err, engine.ErrNotFound)
 	})
 
 	t.Run("RequeueKeepsPlaceAndPausesKeys", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
-		first := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		second := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		require.Equal(t, []int64{first.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
-		require.NoError(t, q.Requeue(ctx, pgqueue.RequeueParams{TicketID: first.ID, ActualCost: 0,
+		first := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		second := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		require.Equal(t, []int64{first.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
+		require.NoError(t, q.Requeue(ctx, engine.RequeueParams{TicketID: first.ID, ActualCost: 0,
 			PauseKeys: []string{"k"}, PauseUntil: t0.Add(10 * time.Second)}))
 		requireHealthy(t, q)
-		res := claim(t, q, pgqueue.ClaimParams{})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Empty(t, res.Admitted)
 		require.Equal(t, throttle.ReasonPaused, res.Blocked["k"])
 		b.clock.Add(10 * time.Second)
-		require.Equal(t, []int64{first.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted), "back at the head, ahead of %d", second.ID)
+		require.Equal(t, []int64{first.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted), "back at the head, ahead of %d", second.ID)
 		got, err := q.Ticket(ctx, first.ID)
 		require.NoError(t, err)
 		require.Equal(t, 1, got.Requeues)
-		require.ErrorIs(t, q.Requeue(ctx, pgqueue.RequeueParams{TicketID: second.ID}), pgqueue.ErrNotFound, "a queued ticket")
+		require.ErrorIs(t, q.Requeue(ctx, engine.RequeueParams{TicketID: second.ID}), engine.ErrNotFound, "a queued ticket")
 	})
 
 	t.Run("CancelReleasesAnAdmittedTicket", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
-		a := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		bq := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		c := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
-		claim(t, q, pgqueue.ClaimParams{})
+		a := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		bq := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		c := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		claim(t, q, engine.ClaimParams{})
 		require.NoError(t, q.Cancel(ctx, a.ID))
 		require.NoError(t, q.Cancel(ctx, bq.ID))
-		require.ErrorIs(t, q.Cancel(ctx, bq.ID), pgqueue.ErrNotFound)
+		require.ErrorIs(t, q.Cancel(ctx, bq.ID), engine.ErrNotFound)
 		requireHealthy(t, q)
-		require.Equal(t, []int64{c.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.Equal(t, []int64{c.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 		_, err := q.TakeAdmitted(ctx, "owner-1", 1)
 		require.NoError(t, err)
-		require.ErrorIs(t, q.Cancel(ctx, c.ID), pgqueue.ErrNotFound, "a running ticket is cancelled through its context")
+		require.ErrorIs(t, q.Cancel(ctx, c.ID), engine.ErrNotFound, "a running ticket is cancelled through its context")
 	})
 
 	t.Run("DeadOwnersTicketsAreHandedBackAndRetriesKeepTheirPlace", func(t *testing.T) {
@@ -103,24 +103,24 @@ func TestQueue_Lifecycle(t *testing.T) {
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
 		require.NoError(t, q.RenewLease(ctx, "dead", 10*time.Second))
 		require.NoError(t, q.RenewLease(ctx, "alive", time.Hour))
-		ident := pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "dead", Namespace: "default",
+		ident := engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "dead", Namespace: "default",
 			WorkflowID: "wf", RunID: "r", ActivityID: "1", Attempt: 1, TaskToken: []byte("t1")}
-		running := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "dead", Namespace: "default", WorkflowID: "wf", RunID: "r", ActivityID: "0"})
-		claim(t, q, pgqueue.ClaimParams{})
+		running := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "dead", Namespace: "default", WorkflowID: "wf", RunID: "r", ActivityID: "0"})
+		claim(t, q, engine.ClaimParams{})
 		_, err := q.TakeAdmitted(ctx, "dead", 10)
 		require.NoError(t, err)
 		queued := enqueue(t, q, ident)
-		behind := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "alive"})
+		behind := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "alive"})
 
-		got, err := q.HandBack(ctx, pgqueue.HandBackParams{})
+		got, err := q.HandBack(ctx, engine.HandBackParams{})
 		require.NoError(t, err)
 		require.Empty(t, got, "the lease has not lapsed")
 		b.clock.Add(11 * time.Second)
-		got, err = q.HandBack(ctx, pgqueue.HandBackParams{})
+		got, err = q.HandBack(ctx, engine.HandBackParams{})
 		require.NoError(t, err)
 		require.ElementsMatch(t, []int64{running.ID, queued.ID}, ids(got))
 		for _, tk := range got {
-			require.Equal(t, pgqueue.OutcomeHandedBack, tk.OutcomeKind)
+			require.Equal(t, engine.OutcomeHandedBack, tk.OutcomeKind)
 		}
 		requireHealthy(t, q)
 
@@ -135,18 +135,18 @@ func TestQueue_Lifecycle(t *testing.T) {
 		retry.Owner, retry.Attempt, retry.TaskToken = "alive", 2, []byte("t2")
 		r := enqueue(t, q, retry)
 		require.Equal(t, queued.Seq, r.Seq, "the retry keeps its place in line")
-		require.Equal(t, []int64{r.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted), "ahead of %d", behind.ID)
+		require.Equal(t, []int64{r.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted), "ahead of %d", behind.ID)
 		_, err = q.Ticket(ctx, queued.ID)
-		require.ErrorIs(t, err, pgqueue.ErrNotFound, "the returned row is consumed by the retry")
+		require.ErrorIs(t, err, engine.ErrNotFound, "the returned row is consumed by the retry")
 	})
 
 	t.Run("GracefulStopHandsBackOwnTickets", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
 		require.NoError(t, q.RenewLease(ctx, "me", time.Hour))
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "me"})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "other"})
-		got, err := q.HandBack(ctx, pgqueue.HandBackParams{Owner: "me"})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "me"})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "other"})
+		got, err := q.HandBack(ctx, engine.HandBackParams{Owner: "me"})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		require.Equal(t, "me", got[0].Owner)
@@ -156,18 +156,18 @@ func TestQueue_Lifecycle(t *testing.T) {
 	t.Run("PruneRemovesOldReturnedTickets", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
-		tk := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "gone"})
-		_, err := q.HandBack(ctx, pgqueue.HandBackParams{})
+		tk := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "gone"})
+		_, err := q.HandBack(ctx, engine.HandBackParams{})
 		require.NoError(t, err)
 		require.NoError(t, q.Delivered(ctx, tk.ID))
 		got, err := q.Ticket(ctx, tk.ID)
 		require.NoError(t, err)
-		require.Equal(t, pgqueue.TicketStateReturned, got.State)
+		require.Equal(t, engine.TicketStateReturned, got.State)
 		b.clock.Add(2 * time.Hour)
-		_, err = q.Prune(ctx, pgqueue.PruneParams{})
+		_, err = q.Prune(ctx, engine.PruneParams{})
 		require.NoError(t, err)
 		_, err = q.Ticket(ctx, tk.ID)
-		require.ErrorIs(t, err, pgqueue.ErrNotFound)
+		require.ErrorIs(t, err, engine.ErrNotFound)
 	})
 
 	t.Run("LeaseInputIsChecked", func(t *testing.T) {
@@ -184,11 +184,11 @@ func TestNotifier(t *testing.T) {
 	defer cancel()
 	q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
 	n := q.NewNotifier(nil)
-	work, stopWork := n.Subscribe(pgqueue.TopicWork())
+	work, stopWork := n.Subscribe(engine.TopicWork())
 	defer stopWork()
-	admitted, stopAdmitted := n.Subscribe(pgqueue.TopicAdmitted("w1"))
+	admitted, stopAdmitted := n.Subscribe(engine.TopicAdmitted("w1"))
 	defer stopAdmitted()
-	other, stopOther := n.Subscribe(pgqueue.TopicAdmitted("w2"))
+	other, stopOther := n.Subscribe(engine.TopicAdmitted("w2"))
 	defer stopOther()
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
@@ -205,13 +205,13 @@ func TestNotifier(t *testing.T) {
 	drain(admitted)
 	drain(other)
 
-	enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w1"})
+	enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w1"})
 	select {
 	case <-work:
 	case <-time.After(time.Minute):
 		t.Fatal("no work notification after enqueue")
 	}
-	claim(t, q, pgqueue.ClaimParams{})
+	claim(t, q, engine.ClaimParams{})
 	select {
 	case <-admitted:
 	case <-time.After(time.Minute):

@@ -1,4 +1,4 @@
-package pgqueue_test
+package engine_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -19,7 +19,7 @@ func TestQueue_Observe(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "openai", TokensPerMinute: 60_000})
 		for range 3 {
-			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai"}, Cost: 2000})
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"openai"}, Cost: 2000})
 		}
 		// Sluice believes 60k remain; the provider says 1000 remain of a real 30k a minute.
 		require.NoError(t, q.Observe(ctx, "openai", throttle.RateLimitInfo{
@@ -29,7 +29,7 @@ func TestQueue_Observe(t *testing.T) {
 		require.Equal(t, 60_000.0, st.Configured.TokensPerMinute)
 		require.Equal(t, 30_000.0, st.Effective.TokensPerMinute, "the provider's real limit is learned")
 		require.LessOrEqual(t, st.State.Tokens.Level, 1000.0)
-		res := claim(t, q, pgqueue.ClaimParams{})
+		res := claim(t, q, engine.ClaimParams{})
 		require.Empty(t, res.Admitted, "nothing is admitted past what the provider says remains")
 		require.Equal(t, throttle.ReasonTokens, res.Blocked["openai"])
 		require.Equal(t, t0.Add(2*time.Second), res.RetryAt, "1000 more tokens at the learned 500/s")
@@ -50,11 +50,11 @@ func TestQueue_Observe(t *testing.T) {
 	t.Run("RetryAfterPausesTheKey", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "openai", MaxConcurrent: 5})
-		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai"}})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"openai"}})
 		require.NoError(t, q.Observe(ctx, "openai", throttle.RateLimitInfo{RetryAfter: t0.Add(3 * time.Second)}))
-		require.Empty(t, claim(t, q, pgqueue.ClaimParams{}).Admitted)
+		require.Empty(t, claim(t, q, engine.ClaimParams{}).Admitted)
 		b.clock.Add(3 * time.Second)
-		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 1)
-		require.ErrorIs(t, q.Observe(ctx, "nope", throttle.RateLimitInfo{}), pgqueue.ErrUnknownLimit)
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 1)
+		require.ErrorIs(t, q.Observe(ctx, "nope", throttle.RateLimitInfo{}), engine.ErrUnknownLimit)
 	})
 }

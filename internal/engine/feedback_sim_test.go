@@ -1,4 +1,4 @@
-package pgqueue_test
+package engine_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -51,7 +51,7 @@ func simulate(t *testing.T, factor float64, reconcile, headers bool) simResult {
 	actualOf := map[int64]int64{}
 	for range 400 {
 		actual := int64(200 + rng.IntN(2800))
-		tk := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"llm"}, Cost: int64(float64(actual) * factor)})
+		tk := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"llm"}, Cost: int64(float64(actual) * factor)})
 		actualOf[tk.ID] = actual
 	}
 	type running struct {
@@ -80,10 +80,10 @@ func simulate(t *testing.T, factor float64, reconcile, headers bool) simResult {
 			if reconcile {
 				actual = r.actual
 			}
-			require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: r.id, ActualCost: actual}))
+			require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: r.id, ActualCost: actual}))
 		}
 		inflight = kept
-		c, err := q.Claim(ctx, pgqueue.ClaimParams{})
+		c, err := q.Claim(ctx, engine.ClaimParams{})
 		require.NoError(t, err)
 		for _, tk := range c.Admitted {
 			ok, retryAt := p.call(now, actualOf[tk.ID])
@@ -100,7 +100,7 @@ func simulate(t *testing.T, factor float64, reconcile, headers bool) simResult {
 			}
 			if !ok {
 				res.got429++
-				require.NoError(t, q.Requeue(ctx, pgqueue.RequeueParams{TicketID: tk.ID, ActualCost: 0,
+				require.NoError(t, q.Requeue(ctx, engine.RequeueParams{TicketID: tk.ID, ActualCost: 0,
 					NotBefore: retryAt, PauseKeys: []string{"llm"}, PauseUntil: retryAt}))
 				continue
 			}

@@ -1,4 +1,4 @@
-package pgqueue
+package engine
 
 import (
 	"cmp"
@@ -43,13 +43,13 @@ func (p ClaimParams) withDefaults() ClaimParams {
 
 func (p ClaimParams) validate() error {
 	if p.Max < 0 || p.Max > 10_000 {
-		return fmt.Errorf("pgqueue: ClaimParams.Max must be in [1, 10000], got %d", p.Max)
+		return fmt.Errorf("sluice: ClaimParams.Max must be in [1, 10000], got %d", p.Max)
 	}
 	if p.MaxLines < 0 || p.MaxLines > 10_000 {
-		return fmt.Errorf("pgqueue: ClaimParams.MaxLines must be in [1, 10000], got %d", p.MaxLines)
+		return fmt.Errorf("sluice: ClaimParams.MaxLines must be in [1, 10000], got %d", p.MaxLines)
 	}
 	if p.MinRemaining < 0 {
-		return fmt.Errorf("pgqueue: ClaimParams.MinRemaining must be >= 0, got %s", p.MinRemaining)
+		return fmt.Errorf("sluice: ClaimParams.MinRemaining must be >= 0, got %s", p.MinRemaining)
 	}
 	return nil
 }
@@ -100,13 +100,13 @@ func (q *Queue) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
 		return ClaimResult{}, err
 	}
 	var res ClaimResult
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = q.claim(ctx, tx, p)
 		return err
 	})
 	if err != nil {
-		return ClaimResult{}, fmt.Errorf("pgqueue: claim: %w", err)
+		return ClaimResult{}, fmt.Errorf("sluice: claim: %w", err)
 	}
 	return res, nil
 }

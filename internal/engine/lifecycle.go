@@ -1,4 +1,4 @@
-package pgqueue
+package engine
 
 import (
 	"context"
@@ -14,16 +14,16 @@ import (
 // ttl; once it lapses, any other process may hand the owner's tickets back to Temporal.
 func (q *Queue) RenewLease(ctx context.Context, owner string, ttl time.Duration) error {
 	if owner == "" {
-		return errors.New("pgqueue: RenewLease: owner must not be empty")
+		return errors.New("sluice: RenewLease: owner must not be empty")
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("pgqueue: RenewLease: ttl must be > 0, got %s", ttl)
+		return fmt.Errorf("sluice: RenewLease: ttl must be > 0, got %s", ttl)
 	}
 	_, err := q.pool.Exec(ctx, q.s(`INSERT INTO {s}.sluice_owner (id, lease_expires_at)
 		VALUES ($1, coalesce($2::timestamptz, clock_timestamp()) + $3::interval)
 		ON CONFLICT (id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at`), owner, q.nowArg(), ttl)
 	if err != nil {
-		return fmt.Errorf("pgqueue: renew lease of %q: %w", owner, err)
+		return fmt.Errorf("sluice: renew lease of %q: %w", owner, err)
 	}
 	return nil
 }
@@ -45,7 +45,7 @@ func (q *Queue) TakeAdmitted(ctx context.Context, owner string, max int) ([]Tick
 			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
 		RETURNING `+ticketColumns), owner, max))
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: take admitted tickets of %q: %w", owner, err)
+		return nil, fmt.Errorf("sluice: take admitted tickets of %q: %w", owner, err)
 	}
 	return ts, nil
 }
@@ -103,7 +103,7 @@ type CompleteParams struct {
 // outcome is durable before anyone reports it, so it survives the process that ran the work. It
 // returns ErrNotFound when the ticket is not admitted or running (it was handed back, or completed).
 func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
 			WHERE id = $1 AND state IN ('admitted', 'running') FOR UPDATE`), p.TicketID))
 		if err != nil {
@@ -125,7 +125,7 @@ func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("pgqueue: complete ticket %d: %w", p.TicketID, err)
+		return fmt.Errorf("sluice: complete ticket %d: %w", p.TicketID, err)
 	}
 	return err
 }
@@ -147,7 +147,7 @@ type RequeueParams struct {
 // Requeue puts an admitted or running ticket back in line at its old place, releasing its limits,
 // without spending a Temporal attempt. It returns ErrNotFound when the ticket is in no such state.
 func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
 			WHERE id = $1 AND state IN ('admitted', 'running') FOR UPDATE`), p.TicketID))
 		if err != nil {
@@ -180,7 +180,7 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("pgqueue: requeue ticket %d: %w", p.TicketID, err)
+		return fmt.Errorf("sluice: requeue ticket %d: %w", p.TicketID, err)
 	}
 	return err
 }
@@ -189,7 +189,7 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 // its reservation in full first (nothing ran). It returns ErrNotFound when the ticket is running or
 // gone; a running ticket is cancelled through its context and then completed.
 func (q *Queue) Cancel(ctx context.Context, id int64) error {
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		ts, err := collectTickets(tx.Query(ctx, q.s(`DELETE FROM {s}.sluice_ticket
 			WHERE id = $1 AND state IN ('queued', 'admitted') RETURNING `+ticketColumns), id))
 		if err != nil {
@@ -205,7 +205,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("pgqueue: cancel ticket %d: %w", id, err)
+		return fmt.Errorf("sluice: cancel ticket %d: %w", id, err)
 	}
 	return err
 }
@@ -233,7 +233,7 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		p.Max = DefaultClaimMax
 	}
 	var out []Ticket
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		now, err := q.now(ctx, tx)
 		if err != nil {
 			return err
@@ -279,7 +279,7 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: hand back tickets: %w", err)
+		return nil, fmt.Errorf("sluice: hand back tickets: %w", err)
 	}
 	return out, nil
 }
@@ -298,7 +298,7 @@ func (q *Queue) TakeDeliveries(ctx context.Context, max int, retry time.Duration
 			ORDER BY deliver_after, id LIMIT $2 FOR UPDATE SKIP LOCKED)
 		RETURNING `+ticketColumns), q.nowArg(), max, retry))
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: take deliveries: %w", err)
+		return nil, fmt.Errorf("sluice: take deliveries: %w", err)
 	}
 	return ts, nil
 }
@@ -311,7 +311,7 @@ func (q *Queue) Delivered(ctx context.Context, id int64) error {
 		UPDATE {s}.sluice_ticket SET state = 'returned', outcome = NULL, task_token = NULL
 		WHERE id = $1 AND state = 'finished' AND outcome_kind = $2`), id, OutcomeHandedBack)
 	if err != nil {
-		return fmt.Errorf("pgqueue: acknowledge ticket %d: %w", id, err)
+		return fmt.Errorf("sluice: acknowledge ticket %d: %w", id, err)
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 		p.OwnerAge = time.Hour
 	}
 	var n int64
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		now, err := q.now(ctx, tx)
 		if err != nil {
 			return err
@@ -361,7 +361,7 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("pgqueue: prune: %w", err)
+		return 0, fmt.Errorf("sluice: prune: %w", err)
 	}
 	return n, nil
 }

@@ -1,4 +1,4 @@
-package pgqueue
+package engine
 
 import (
 	"context"
@@ -48,33 +48,33 @@ type EnqueueParams struct {
 
 func (p *EnqueueParams) validate() error {
 	if len(p.LimitKeys) == 0 {
-		return errors.New("pgqueue: EnqueueParams.LimitKeys must name at least one limit")
+		return errors.New("sluice: EnqueueParams.LimitKeys must name at least one limit")
 	}
 	for i, k := range p.LimitKeys {
 		if err := throttle.ValidateKey(k); err != nil {
-			return fmt.Errorf("pgqueue: EnqueueParams.LimitKeys[%d]: %w", i, err)
+			return fmt.Errorf("sluice: EnqueueParams.LimitKeys[%d]: %w", i, err)
 		}
 		if slices.Contains(p.LimitKeys[:i], k) {
-			return fmt.Errorf("pgqueue: EnqueueParams.LimitKeys names %q twice", k)
+			return fmt.Errorf("sluice: EnqueueParams.LimitKeys names %q twice", k)
 		}
 	}
 	if p.Cost < 0 || p.Cost > MaxCost {
-		return fmt.Errorf("pgqueue: EnqueueParams.Cost must be in [0, %d], got %d", MaxCost, p.Cost)
+		return fmt.Errorf("sluice: EnqueueParams.Cost must be in [0, %d], got %d", MaxCost, p.Cost)
 	}
 	if p.Weight == 0 {
 		p.Weight = 1
 	}
 	if err := throttle.ValidateWeight(p.Weight); err != nil {
-		return fmt.Errorf("pgqueue: EnqueueParams.Weight: %w", err)
+		return fmt.Errorf("sluice: EnqueueParams.Weight: %w", err)
 	}
 	if p.Owner == "" {
-		return errors.New("pgqueue: EnqueueParams.Owner must not be empty")
+		return errors.New("sluice: EnqueueParams.Owner must not be empty")
 	}
 	if p.Attempt == 0 {
 		p.Attempt = 1
 	}
 	if p.Attempt < 0 {
-		return fmt.Errorf("pgqueue: EnqueueParams.Attempt must be >= 1, got %d", p.Attempt)
+		return fmt.Errorf("sluice: EnqueueParams.Attempt must be >= 1, got %d", p.Attempt)
 	}
 	return nil
 }
@@ -91,12 +91,12 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (Tick
 	return q.enqueue(ctx, tx, p)
 }
 
-func (q *Queue) enqueue(ctx context.Context, db dbtx, p EnqueueParams) (Ticket, error) {
+func (q *Queue) enqueue(ctx context.Context, db DB, p EnqueueParams) (Ticket, error) {
 	if err := p.validate(); err != nil {
 		return Ticket{}, err
 	}
 	var t Ticket
-	err := inTx(ctx, db, func(tx pgx.Tx) error {
+	err := InTx(ctx, db, func(tx pgx.Tx) error {
 		var n int
 		if err := tx.QueryRow(ctx, q.s(`SELECT count(*) FROM {s}.sluice_limit WHERE key = ANY($1)`), p.LimitKeys).Scan(&n); err != nil {
 			return err
@@ -140,7 +140,7 @@ func (q *Queue) enqueue(ctx context.Context, db dbtx, p EnqueueParams) (Ticket, 
 		if errors.Is(err, ErrUnknownLimit) {
 			return Ticket{}, err
 		}
-		return Ticket{}, fmt.Errorf("pgqueue: enqueue: %w", err)
+		return Ticket{}, fmt.Errorf("sluice: enqueue: %w", err)
 	}
 	return t, nil
 }
@@ -178,7 +178,7 @@ func (q *Queue) newPlace(ctx context.Context, tx pgx.Tx, line string, p EnqueueP
 	}
 	inc := throttle.FairIncrement(p.Cost, p.Weight)
 	if math.IsInf(inc, 0) || math.IsNaN(inc) {
-		return place, fmt.Errorf("pgqueue: fair-share increment of cost %d weight %v is not finite", p.Cost, p.Weight)
+		return place, fmt.Errorf("sluice: fair-share increment of cost %d weight %v is not finite", p.Cost, p.Weight)
 	}
 	var finish float64
 	err := tx.QueryRow(ctx, q.s(`INSERT INTO {s}.sluice_fair AS f (line_key, fairness_key, finish)

@@ -1,4 +1,4 @@
-package pgqueue_test
+package engine_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -47,7 +47,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 	}
 	pool := testdb.Pool(t)
 	schema := testdb.Schema(t, pool)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := engine.New(pool, engine.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, q.UpsertLimits(ctx, limits...))
 
@@ -55,7 +55,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 	shapes := [][]string{{"shared"}, {"shared", "tenant:0"}, {"shared", "tenant:1"}, {"tenant:2", "shared"}, {"rps"}, {"tpm"}, {"rps", "tpm"}}
 	for i := range nTickets {
 		keys := shapes[rng.IntN(len(shapes))]
-		_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{
+		_, err := q.Enqueue(ctx, engine.EnqueueParams{
 			LimitKeys: keys, Cost: int64(1 + rng.IntN(800)), Owner: fmt.Sprintf("w%d", i%claimers),
 			Priority: rng.IntN(3), FairnessKey: fmt.Sprintf("f%d", rng.IntN(4)),
 		})
@@ -110,14 +110,14 @@ func TestQueue_ClaimRace(t *testing.T) {
 		cfg := testdb.PoolConfig(t)
 		cfg.MaxConns = 3
 		cpool := testdb.PoolWith(t, cfg)
-		cq, err := pgqueue.New(cpool, pgqueue.Options{Schema: schema})
+		cq, err := engine.New(cpool, engine.Options{Schema: schema})
 		require.NoError(t, err)
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
 			var running sync.WaitGroup
 			defer running.Wait()
 			for !stop.Load() {
-				res, err := cq.Claim(ctx, pgqueue.ClaimParams{Max: 16, MaxLines: 3})
+				res, err := cq.Claim(ctx, engine.ClaimParams{Max: 16, MaxLines: 3})
 				if err != nil {
 					violate("claim: %v", err)
 					return
@@ -128,7 +128,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 					actual := tk.Cost + int64(rng.IntN(int(tk.Cost/2)+1))
 					running.Go(func() {
 						time.Sleep(work) // the activity's own work
-						if err := cq.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: actual}); err != nil {
+						if err := cq.Complete(ctx, engine.CompleteParams{TicketID: tk.ID, ActualCost: actual}); err != nil {
 							violate("complete %d: %v", tk.ID, err)
 						}
 						done.Add(1)

@@ -1,4 +1,4 @@
-package pgqueue
+package engine
 
 import (
 	"context"
@@ -139,19 +139,19 @@ func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttl
 	for i, l := range limits {
 		l = l.WithDefaults()
 		if err := l.Validate(); err != nil {
-			return fmt.Errorf("pgqueue: limits[%d]: %w", i, err)
+			return fmt.Errorf("sluice: limits[%d]: %w", i, err)
 		}
 		if seen[l.Key] {
-			return fmt.Errorf("pgqueue: limits[%d]: key %q is given twice", i, l.Key)
+			return fmt.Errorf("sluice: limits[%d]: key %q is given twice", i, l.Key)
 		}
 		seen[l.Key] = true
 		limits[i] = l
 	}
-	var db dbtx = q.pool
+	var db DB = q.pool
 	if tx != nil {
 		db = tx
 	}
-	return inTx(ctx, db, func(tx pgx.Tx) error {
+	return InTx(ctx, db, func(tx pgx.Tx) error {
 		// Key order, so that concurrent upserts of overlapping sets cannot deadlock.
 		sorted := slices.Clone(limits)
 		slices.SortFunc(sorted, func(a, b throttle.Limit) int { return cmpString(a.Key, b.Key) })
@@ -165,7 +165,7 @@ func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttl
 					max_inflight_tokens = excluded.max_inflight_tokens, updated_at = now()`),
 				l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens)
 			if err != nil {
-				return fmt.Errorf("pgqueue: upsert limit %q: %w", l.Key, err)
+				return fmt.Errorf("sluice: upsert limit %q: %w", l.Key, err)
 			}
 		}
 		// A limit raised at runtime may let queued work in: wake the claimers.
@@ -182,7 +182,7 @@ func (q *Queue) EnsureLimits(ctx context.Context, limits ...throttle.Limit) erro
 	for i, l := range limits {
 		l = l.WithDefaults()
 		if err := l.Validate(); err != nil {
-			return fmt.Errorf("pgqueue: limits[%d]: %w", i, err)
+			return fmt.Errorf("sluice: limits[%d]: %w", i, err)
 		}
 		keys[i] = l.Key
 		vals[i] = []any{l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens}
@@ -191,7 +191,7 @@ func (q *Queue) EnsureLimits(ctx context.Context, limits ...throttle.Limit) erro
 		if _, err := q.pool.Exec(ctx, q.s(`INSERT INTO {s}.sluice_limit
 			(key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens)
 			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING`), v...); err != nil {
-			return fmt.Errorf("pgqueue: ensure limit %q: %w", v[0], err)
+			return fmt.Errorf("sluice: ensure limit %q: %w", v[0], err)
 		}
 	}
 	return nil
@@ -214,9 +214,9 @@ func (q *Queue) Limit(ctx context.Context, key string) (throttle.Limit, error) {
 		return throttle.Limit{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}
 	if err != nil {
-		return throttle.Limit{}, fmt.Errorf("pgqueue: read limit %q: %w", key, err)
+		return throttle.Limit{}, fmt.Errorf("sluice: read limit %q: %w", key, err)
 	}
-	return r.limit, nil
+	return r.configured, nil
 }
 
 // Pause stops admissions on key until until, on every replica; a later pause already in force is kept.
@@ -225,10 +225,25 @@ func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
 	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit
 		SET paused_until = greatest(paused_until, $2), updated_at = now() WHERE key = $1`), key, until)
 	if err != nil {
-		return fmt.Errorf("pgqueue: pause limit %q: %w", key, err)
+		return fmt.Errorf("sluice: pause limit %q: %w", key, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+	}
+	return nil
+}
+
+// Resume lifts key's pause at once, on every replica, whatever set it (Pause, or a provider's 429).
+func (q *Queue) Resume(ctx context.Context, key string) error {
+	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET paused_until = NULL, updated_at = now() WHERE key = $1`), key)
+	if err != nil {
+		return fmt.Errorf("sluice: resume limit %q: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+	}
+	if err := q.notify(ctx, q.pool, kindWork, ""); err != nil {
+		return fmt.Errorf("sluice: resume limit %q: wake the claimers: %w", key, err)
 	}
 	return nil
 }

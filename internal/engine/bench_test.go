@@ -1,4 +1,4 @@
-package pgqueue_test
+package engine_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -21,7 +21,7 @@ func BenchmarkQueue_Claim(b *testing.B) {
 		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
 			pool := testdb.Pool(b)
 			schema := testdb.Schema(b, pool)
-			q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+			q, err := engine.New(pool, engine.Options{Schema: schema})
 			require.NoError(b, err)
 			require.NoError(b, q.UpsertLimits(ctx,
 				throttle.Limit{Key: "openai", MaxConcurrent: 1_000_000, RequestsPerSecond: 1e9, TokensPerMinute: 1e12},
@@ -36,7 +36,7 @@ func BenchmarkQueue_Claim(b *testing.B) {
 			require.NoError(b, err)
 			b.ResetTimer()
 			for b.Loop() {
-				res, err := q.Claim(ctx, pgqueue.ClaimParams{Max: 10})
+				res, err := q.Claim(ctx, engine.ClaimParams{Max: 10})
 				if err != nil || len(res.Admitted) != 10 {
 					b.Fatalf("claim: %v, %d admitted", err, len(res.Admitted))
 				}

@@ -1,4 +1,4 @@
-package pgqueue
+package engine
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // remains, and a Retry-After pauses the key. Recovery then follows the (learned) refill rate. It
 // returns ErrUnknownLimit for a key that does not exist.
 func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimitInfo) error {
-	err := inTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		rows, err := q.lockLimits(ctx, tx, []string{key}, false)
 		if err != nil {
 			return err
@@ -54,7 +54,7 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("pgqueue: observe provider headers for %q: %w", key, err)
+		return fmt.Errorf("sluice: observe provider headers for %q: %w", key, err)
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error
 		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}
 	if err != nil {
-		return LimitStatus{}, fmt.Errorf("pgqueue: read limit %q: %w", key, err)
+		return LimitStatus{}, fmt.Errorf("sluice: read limit %q: %w", key, err)
 	}
 	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
 }
