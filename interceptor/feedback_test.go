@@ -96,7 +96,7 @@ func (e *env) feedbackWorker(t *testing.T, p *provider, limit throttle.Limit) {
 		Logger: testenv.Logger(t),
 		Pool:   e.pool, Client: e.c, Schema: e.schema, Limits: []throttle.Limit{limit},
 		Routes:       map[string]sluiceinterceptor.Route{"Call": {Limits: []string{limit.Key}, Cost: func([]any) (int64, error) { return 400, nil }}},
-		PollInterval: 100 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond, LeaseTTL: 3 * time.Second,
+		PollInterval: 100 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})

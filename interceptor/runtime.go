@@ -125,7 +125,7 @@ func (rt *runtime) start(ctx context.Context) error {
 	rt.notifier = rt.q.NewNotifier(rt.opts.Logger)
 	for _, loop := range []func(context.Context){
 		func(ctx context.Context) { _ = rt.notifier.Run(ctx) },
-		rt.claimLoop, rt.ownerLoop, rt.leaseLoop, rt.heartbeatLoop, rt.deliveryLoop,
+		rt.claimLoop, rt.ownerLoop, rt.renewLoop, rt.leaseLoop, rt.heartbeatLoop, rt.deliveryLoop,
 	} {
 		rt.loops.Go(func() { loop(lctx) })
 	}
@@ -351,12 +351,12 @@ func execute(ctx context.Context, inv *invocation) (result any, err error) {
 	return inv.next.ExecuteActivity(ctx, inv.in)
 }
 
-func (rt *runtime) leaseLoop(ctx context.Context) {
+// renewLoop renews this process's lease every LeaseTTL/3. It is a loop of its own so that nothing
+// slow (a sweep's queries on a busy database) can delay a renewal: a lease that lapses while its
+// owner lives gets the owner's running tickets handed back, and their slots released, while they run.
+func (rt *runtime) renewLoop(ctx context.Context) {
 	renew := time.NewTicker(rt.opts.LeaseTTL / 3)
 	defer renew.Stop()
-	sweep := time.NewTicker(min(time.Second, rt.opts.LeaseTTL/3))
-	defer sweep.Stop()
-	lastPrune := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -365,6 +365,20 @@ func (rt *runtime) leaseLoop(ctx context.Context) {
 			if err := rt.q.RenewLease(ctx, rt.owner, rt.opts.LeaseTTL); err != nil && ctx.Err() == nil {
 				rt.opts.Logger.Warn("sluice: renew lease", "owner", rt.owner, "error", err)
 			}
+		}
+	}
+}
+
+// leaseLoop hands back dead owners' tickets, publishes the gauges, forgets expired invocations and
+// prunes old rows.
+func (rt *runtime) leaseLoop(ctx context.Context) {
+	sweep := time.NewTicker(min(time.Second, rt.opts.LeaseTTL/3))
+	defer sweep.Stop()
+	lastPrune := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
 		case <-sweep.C:
 			// Any survivor hands back a dead owner's tickets; the delivery loop reports them.
 			back, err := rt.q.HandBack(ctx, engine.HandBackParams{})

@@ -99,6 +99,7 @@ func subprocessWorker() error {
 
 	opts := (&env{c: c, pool: pool, schema: schema}).options(throttle.Limit{Key: "svc", MaxConcurrent: 3})
 	opts.Identity = fmt.Sprintf("sluice-e2e-%s@%d", name, os.Getpid())
+	opts.LeaseTTL = 3 * time.Second // the kill test waits for the survivors' hand-back
 	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	plugin, err := sluiceinterceptor.NewPlugin(opts)
 	if err != nil {
