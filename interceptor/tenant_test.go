@@ -119,8 +119,7 @@ func TestPlugin_PerTenantCapsAndFairShare(t *testing.T) {
 		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM `+e.schema+`.sluice_ticket WHERE state = 'queued'`).Scan(&n)
 		return err == nil && n == len(tenants)
 	}, 3*time.Minute, 20*time.Millisecond, "every ticket is in line")
-	_, err = e.pool.Exec(ctx, `UPDATE `+e.schema+`.sluice_limit SET paused_until = NULL WHERE key = 'email'`)
-	require.NoError(t, err)
+	require.NoError(t, e.q.Resume(ctx, "email"))
 	require.NoError(t, run.Get(ctx, nil))
 
 	m.mu.Lock()
