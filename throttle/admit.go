@@ -53,8 +53,11 @@ func (d Decision) OK() bool { return d.Reason == ReasonNone }
 // tokensPerSecond is the token refill rate.
 func (l Limit) tokensPerSecond() float64 { return l.TokensPerMinute / 60 }
 
-// refill brings both buckets of s to now under l's current rates.
-func (l Limit) refill(s State, now time.Time) State {
+// Refill returns s with both buckets brought to now under l's rates (Bucket.Refill): the rates in
+// force, so that a bucket's level is settled before the rates change (Observe learns lower ones). A
+// kind of limit l does not set leaves its bucket as it is. Check, Admit and Release refill first
+// themselves; call Refill only to settle the buckets before changing l.
+func (l Limit) Refill(s State, now time.Time) State {
 	if l.RequestsPerSecond > 0 {
 		s.Requests = s.Requests.Refill(now, l.RequestsPerSecond, l.Burst)
 	}
@@ -82,7 +85,7 @@ func (l Limit) Check(s State, now time.Time, cost int64) Decision {
 	if l.MaxInflightTokens > 0 && s.InflightTokens > 0 && cost > l.MaxInflightTokens-s.InflightTokens {
 		return Decision{Reason: ReasonInflightTokens}
 	}
-	s = l.refill(s, now)
+	s = l.Refill(s, now)
 	d := Decision{Reason: ReasonNone, RetryAt: now}
 	// Both buckets must allow the ticket: the reason is the first that does not, the retry instant
 	// the latest at which both will.
@@ -106,7 +109,7 @@ func (l Limit) Admit(s State, now time.Time, cost int64) State {
 	if cost < 0 {
 		cost = 0
 	}
-	s = l.refill(s, now)
+	s = l.Refill(s, now)
 	if l.RequestsPerSecond > 0 {
 		s.Requests = s.Requests.Take(1)
 	}
@@ -126,13 +129,24 @@ func (l Limit) Release(s State, now time.Time, reserved, actual int64) State {
 	if reserved < 0 {
 		reserved = 0
 	}
-	s = l.refill(s, now)
+	s = l.Refill(s, now)
 	if l.TokensPerMinute > 0 && actual >= 0 {
 		s.Tokens = s.Tokens.Give(float64(reserved-actual), l.TokenBurst)
 	}
 	s.InflightCount = max(0, s.InflightCount-1)
 	s.InflightTokens = max(0, s.InflightTokens-reserved)
 	return s
+}
+
+// AbandonedCost is the actual cost to Release a ticket with when it ends without reporting its usage
+// because it was taken back: handed back when its owner died or stopped, or cancelled while admitted.
+// A ticket that never started spent nothing: its reservation comes back (0). One that started may
+// have reached the provider: its reservation stands as spent (-1, "not reported").
+func AbandonedCost(started bool) int64 {
+	if started {
+		return -1
+	}
+	return 0
 }
 
 // Pause returns s paused until the later of its current pause and until.

@@ -487,3 +487,71 @@ func TestLimit_ChangedAtRuntime(t *testing.T) {
 		requireDecision(t, after.Check(s, t0, 1), throttle.ReasonConcurrency, time.Time{})
 	})
 }
+
+func TestLimit_Refill(t *testing.T) {
+	t.Parallel()
+
+	// 2 requests a second (burst 4), 60 tokens a minute (1 a second, burst 10).
+	l := throttle.Limit{Key: "k", RequestsPerSecond: 2, Burst: 4, TokensPerMinute: 60, TokenBurst: 10, MaxConcurrent: 3}
+	spent := throttle.State{
+		Requests:      throttle.Bucket{Level: 0, At: t0},
+		Tokens:        throttle.Bucket{Level: -5, At: t0},
+		InflightCount: 2, InflightTokens: 7, PausedUntil: t0.Add(time.Minute),
+	}
+
+	for _, tc := range []struct {
+		name       string
+		l          throttle.Limit
+		s          throttle.State
+		now        time.Time
+		wantReq    throttle.Bucket
+		wantTokens throttle.Bucket
+	}{
+		{"SameInstantChangesNothing", l, spent, t0, spent.Requests, spent.Tokens},
+		{"BothBucketsRefillAtTheirRates", l, spent, t0.Add(time.Second), throttle.Bucket{Level: 2, At: t0.Add(time.Second)}, throttle.Bucket{Level: -4, At: t0.Add(time.Second)}},
+		{"CappedAtTheBursts", l, spent, t0.Add(time.Hour), throttle.Bucket{Level: 4, At: t0.Add(time.Hour)}, throttle.Bucket{Level: 10, At: t0.Add(time.Hour)}},
+		{"AnOlderInstantAddsNothing", l, spent, t0.Add(-time.Second), spent.Requests, spent.Tokens},
+		{"ZeroBucketsStartFull", l, throttle.State{}, t0, throttle.Bucket{Level: 4, At: t0}, throttle.Bucket{Level: 10, At: t0}},
+		{"AKindNotSetLeavesItsBucket", throttle.Limit{Key: "k", MaxConcurrent: 3}, spent, t0.Add(time.Hour), spent.Requests, spent.Tokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := tc.l.Refill(tc.s, tc.now)
+			require.Equal(t, tc.wantReq, got.Requests)
+			require.Equal(t, tc.wantTokens, got.Tokens)
+			require.Equal(t, tc.s.InflightCount, got.InflightCount, "Refill touches the buckets only")
+			require.Equal(t, tc.s.InflightTokens, got.InflightTokens, "Refill touches the buckets only")
+			require.Equal(t, tc.s.PausedUntil, got.PausedUntil, "Refill touches the buckets only")
+		})
+	}
+
+	t.Run("IsWhatCheckSees", func(t *testing.T) {
+		t.Parallel()
+		now := t0.Add(1500 * time.Millisecond)
+		settled := l.Refill(spent, now)
+		settled.PausedUntil = time.Time{}
+		unsettled := spent
+		unsettled.PausedUntil = time.Time{}
+		require.Equal(t, l.Check(unsettled, now, 3), l.Check(settled, now, 3))
+		require.Equal(t, l.Admit(unsettled, now, 3), l.Admit(settled, now, 3))
+	})
+}
+
+func TestAbandonedCost(t *testing.T) {
+	t.Parallel()
+
+	l := throttle.Limit{Key: "k", TokensPerMinute: 60, TokenBurst: 100}
+	admitted := l.Admit(throttle.State{}, t0, 100)
+
+	t.Run("NeverStartedGivesTheReservationBack", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, int64(0), throttle.AbandonedCost(false))
+		require.Equal(t, 100.0, l.Release(admitted, t0, 100, throttle.AbandonedCost(false)).Tokens.Level)
+	})
+
+	t.Run("StartedKeepsTheReservationSpent", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, int64(-1), throttle.AbandonedCost(true))
+		require.Equal(t, 0.0, l.Release(admitted, t0, 100, throttle.AbandonedCost(true)).Tokens.Level)
+	})
+}

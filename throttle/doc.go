@@ -22,6 +22,21 @@
 //	// ... later, the call reported 800 tokens used: 400 go back to the bucket.
 //	s = l.Release(s, later, 1200, 800)
 //
+// # Claims
+//
+// [DecideClaim] is the decision core of a claim: given a page of a line's queued tickets
+// ([Candidate]), the limits the claim holds locked and their states ([LimitState]), and the instant,
+// it returns which tickets are admitted, which expired, and why the rest wait, with the head of the
+// line waiting for its own limit and a ticket held back only by another limit passed over. The
+// limits a ticket draws on beyond its line are locked as it is reached, through a [LockFunc].
+//
+// # Learned limits
+//
+// [Limit.Observe] learns a provider's real rates from its headers; [LearnedLimit] is what to keep of
+// them, and [EffectiveLimit] the limit admission applies given the configured limit and what was
+// learned.
+//
 // pgqueue keeps State in Postgres and runs these functions inside its claim transaction, with the
-// limit's row locked, so the arithmetic here is the whole of the admission rule.
+// limit's row locked, so the arithmetic here is the whole of the admission rule: pgqueue loads the
+// rows, calls throttle, and stores what it returns.
 package throttle

@@ -130,7 +130,7 @@ func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State
 		eff.Burst = math.Min(l.Burst, math.Max(1, perSecond))
 	}
 
-	s = eff.refill(s, now)
+	s = eff.Refill(s, now)
 	if eff.TokensPerMinute > 0 && info.HasTokensRemaining && finiteNonNeg(info.TokensRemaining) {
 		s.Tokens.Level = math.Min(s.Tokens.Level, info.TokensRemaining)
 	}

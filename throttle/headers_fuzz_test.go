@@ -317,6 +317,8 @@ func FuzzObserveNeverRaisesLimit(f *testing.F) {
 			return
 		}
 		require.NoError(t, eff.Validate(), "configured %+v, info %+v", configured, info)
+		// What is kept of it gives it back: the engine stores LearnedLimit and reads EffectiveLimit.
+		require.Equal(t, eff, throttle.EffectiveLimit(cfg, throttle.LearnedLimit(cfg, eff)), "configured %+v, info %+v", configured, info)
 		for _, lvl := range []float64{got.Tokens.Level, got.Requests.Level} {
 			require.False(t, math.IsNaN(lvl) || math.IsInf(lvl, 0), "level %v", lvl)
 		}

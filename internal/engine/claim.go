@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -111,218 +112,237 @@ func (q *Queue) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
 	return res, nil
 }
 
+// claimRun is one claim in progress: the rows it holds and what it has decided so far. throttle
+// decides; claimRun reads the rows, locks them, and writes the decisions back.
+type claimRun struct {
+	q  *Queue
+	tx pgx.Tx
+	p  ClaimParams
+
+	res         ClaimResult
+	now         time.Time            // the instant of the next decision
+	budget      int                  // tickets the claim may still admit
+	locked      map[string]*limitRow // limit rows this claim holds
+	unavailable map[string]bool      // limit rows another claimer holds
+	admittedIDs []int64
+	admittedAt  []time.Time
+	expiredIDs  []int64
+	waits       map[string][]int64 // ticket IDs whose wait reason changed, by the new reason
+	owners      map[string]bool    // owners of the admitted tickets
+}
+
 func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResult, error) {
-	res := ClaimResult{Blocked: map[string]throttle.Reason{}, QueueDepth: map[string]int64{}}
-	// Lines with queued work, locked. The EXISTS is one index probe per limit row.
-	rows, err := tx.Query(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit l
-		WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
-		ORDER BY key LIMIT $1 FOR UPDATE OF l SKIP LOCKED`), p.MaxLines)
-	if err != nil {
-		return res, err
+	c := &claimRun{
+		q: q, tx: tx, p: p, budget: p.Max,
+		res:    ClaimResult{Blocked: map[string]throttle.Reason{}, QueueDepth: map[string]int64{}},
+		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
+		waits: map[string][]int64{}, owners: map[string]bool{},
 	}
-	locked := map[string]*limitRow{}
+	lines, err := c.lockLines(ctx)
+	if err != nil || len(lines) == 0 {
+		return c.res, err
+	}
+	// Read the clock after the locks are held: a decision never uses an instant older than the state
+	// it reads (and Bucket.Refill ignores one that is).
+	if c.now, err = q.now(ctx, tx); err != nil {
+		return c.res, err
+	}
+	c.res.Now = c.now
+	for _, line := range lines {
+		if c.budget == 0 {
+			break
+		}
+		if err := c.claimLine(ctx, line); err != nil {
+			return c.res, err
+		}
+	}
+	return c.res, c.store(ctx)
+}
+
+// lockLines locks up to MaxLines lines with queued work, skipping those other claimers hold, and
+// returns their keys in key order. With none, it sets Busy if queued work exists all the same.
+func (c *claimRun) lockLines(ctx context.Context) ([]string, error) {
+	// The EXISTS is one index probe per limit row.
+	rows, err := c.tx.Query(ctx, c.q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit l
+		WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+		ORDER BY key LIMIT $1 FOR UPDATE OF l SKIP LOCKED`), c.p.MaxLines)
+	if err != nil {
+		return nil, err
+	}
 	var lines []string
 	for rows.Next() {
 		r, err := scanLimit(rows)
 		if err != nil {
 			rows.Close()
-			return res, err
+			return nil, err
 		}
-		locked[r.limit.Key] = r
+		c.locked[r.limit.Key] = r
 		lines = append(lines, r.limit.Key)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, err
+	if err := rows.Err(); err != nil || len(lines) > 0 {
+		return lines, err
 	}
-	if len(lines) == 0 {
-		// Either nothing is queued, or other claimers hold every line.
-		var queued bool
-		if err := tx.QueryRow(ctx, q.s(`SELECT EXISTS (SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued')`)).Scan(&queued); err != nil {
-			return res, err
-		}
-		res.Busy = queued
-		return res, nil
-	}
-	// Read the clock after the locks are held: a decision never uses an instant older than the state
-	// it reads (and Bucket.Refill ignores one that is).
-	now, err := q.now(ctx, tx)
-	if err != nil {
-		return res, err
-	}
-	res.Now = now
-	failed := map[string]bool{} // limit rows another claimer holds
-	var admittedIDs, expiredIDs []int64
-	var admittedAt []time.Time
-	owners := map[string]bool{}
-	budget := p.Max
-	waits := map[string][]int64{}
-	noteWait := func(id int64, was string, r throttle.Reason) {
-		if was != r.String() {
-			waits[r.String()] = append(waits[r.String()], id)
-		}
-	}
-	for _, line := range lines {
-		countBefore := len(admittedIDs)
-		if budget == 0 {
-			break
-		}
-		lineAdmitted := false
-		// Read the line a page at a time: tickets held back only by another of their limits (a full
-		// tenant) are passed over, so the claim reads on past them, up to maxLineScan tickets.
-		var cursor *Ticket
-		for scanned := 0; budget > 0 && scanned < maxLineScan; {
-			pageSize := min(max(budget, 64), maxLineScan-scanned)
-			var cands []Ticket
-			if cursor == nil {
-				cands, err = collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
-					WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, pageSize))
-			} else {
-				cands, err = collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
-					WHERE line_key = $1 AND state = 'queued' AND (priority, vstart, seq) > ($3, $4, $5)
-					ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, pageSize, cursor.Priority, cursor.VStart, cursor.Seq))
-			}
-			if err != nil {
-				return res, err
-			}
-			scanned += len(cands)
-			lineBlocked := false
-		tickets:
-			for i, t := range cands {
-				if budget == 0 {
-					break
-				}
-				if !t.Deadline.IsZero() && !now.Add(p.MinRemaining).Before(t.Deadline) {
-					expiredIDs = append(expiredIDs, t.ID)
-					res.Expired = append(res.Expired, t)
-					continue
-				}
-				if now.Before(t.NotBefore) {
-					res.retryAt(t.NotBefore)
-					continue
-				}
-				// Lock the other limits the ticket draws on, if this claim does not hold them yet.
-				var missing []string
-				for _, k := range t.LimitKeys {
-					if locked[k] == nil && !failed[k] {
-						missing = append(missing, k)
-					}
-				}
-				if len(missing) > 0 {
-					got, err := q.lockLimits(ctx, tx, missing, true)
-					if err != nil {
-						return res, err
-					}
-					for _, k := range missing {
-						if r := got[k]; r != nil {
-							locked[k] = r
-						} else {
-							failed[k] = true
-						}
-					}
-					if len(got) > 0 {
-						// Decisions from here on read the newly locked rows: read the clock again, after
-						// their locks, as for the lines.
-						if now, err = q.now(ctx, tx); err != nil {
-							return res, err
-						}
-					}
-				}
-				for _, k := range t.LimitKeys {
-					if failed[k] {
-						res.Busy = true
-						continue tickets
-					}
-				}
-				for _, k := range t.LimitKeys {
-					r := locked[k]
-					d := r.limit.Check(r.state, now, t.Cost)
-					if d.OK() {
-						continue
-					}
-					if k == line {
-						res.Blocked[line] = d.Reason
-						res.retryAt(d.RetryAt)
-						// The head waits for its line's own limit: say why, for the wait span.
-						for _, w := range cands[i:] {
-							noteWait(w.ID, w.WaitReason, d.Reason)
-						}
-						lineBlocked = true
-						break tickets
-					}
-					res.retryAt(d.RetryAt)
-					noteWait(t.ID, t.WaitReason, d.Reason)
-					continue tickets
-				}
-				for _, k := range t.LimitKeys {
-					r := locked[k]
-					r.state = r.limit.Admit(r.state, now, t.Cost)
-					r.dirty = true
-				}
-				lr := locked[line]
-				lr.vtime = max(lr.vtime, t.VStart)
-				t.State, t.AdmittedAt = TicketStateAdmitted, now
-				res.Admitted = append(res.Admitted, t)
-				admittedIDs = append(admittedIDs, t.ID)
-				admittedAt = append(admittedAt, now)
-				owners[t.Owner] = true
-				budget--
-				lineAdmitted = true
-			}
-			if lineBlocked || len(cands) < pageSize {
-				break
-			}
-			cursor = &cands[len(cands)-1]
-		}
-		if lineAdmitted {
-			var depth int64
-			if err := tx.QueryRow(ctx, q.s(`SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket
-				WHERE line_key = $1 AND state = 'queued' LIMIT 1000) d`), line).Scan(&depth); err != nil {
-				return res, err
-			}
-			res.QueueDepth[line] = depth - int64(len(admittedIDs)-countBefore)
-		}
-	}
-	for reason, ids := range waits {
-		// Written only when it changes, so that a line blocked for a long time costs no writes.
-		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET wait_reason = $2 WHERE id = ANY($1)`), ids, reason); err != nil {
-			return res, err
-		}
-	}
-	if len(expiredIDs) > 0 {
-		if _, err := tx.Exec(ctx, q.s(`DELETE FROM {s}.sluice_ticket WHERE id = ANY($1)`), expiredIDs); err != nil {
-			return res, err
-		}
-	}
-	if len(admittedIDs) == 0 {
-		return res, nil
-	}
-	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t SET state = 'admitted', admitted_at = u.at
-		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), admittedIDs, admittedAt); err != nil {
-		return res, err
-	}
-	if err := q.saveLimits(ctx, tx, locked); err != nil {
-		return res, err
-	}
-	sorted := make([]string, 0, len(owners))
-	for o := range owners {
-		sorted = append(sorted, o)
-	}
-	slices.Sort(sorted)
-	for _, o := range sorted {
-		if err := q.notify(ctx, tx, kindAdmitted, o); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	// Either nothing is queued, or other claimers hold every line.
+	err = c.tx.QueryRow(ctx, c.q.s(`SELECT EXISTS (SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued')`)).Scan(&c.res.Busy)
+	return nil, err
 }
 
-// now is the instant of a decision: the injected clock, or the database's.
-func (q *Queue) now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
-	if q.opts.Now != nil {
-		return q.opts.Now(), nil
+// claimLine reads a line a page at a time and has throttle decide on each page. Tickets held back
+// only by another of their limits (a full tenant) are passed over, so the claim reads on past them,
+// up to maxLineScan tickets.
+func (c *claimRun) claimLine(ctx context.Context, line string) error {
+	before := len(c.admittedIDs)
+	var cursor *Ticket
+	for scanned := 0; c.budget > 0 && scanned < maxLineScan; {
+		pageSize := min(max(c.budget, 64), maxLineScan-scanned)
+		page, err := c.page(ctx, line, cursor, pageSize)
+		if err != nil {
+			return err
+		}
+		scanned += len(page)
+		blocked, err := c.decide(ctx, line, page)
+		if err != nil {
+			return err
+		}
+		if blocked || len(page) < pageSize {
+			break
+		}
+		cursor = &page[len(page)-1]
 	}
-	var now time.Time
-	err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now.UTC(), err
+	if len(c.admittedIDs) == before {
+		return nil
+	}
+	var depth int64
+	if err := c.tx.QueryRow(ctx, c.q.s(`SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket
+		WHERE line_key = $1 AND state = 'queued' LIMIT 1000) d`), line).Scan(&depth); err != nil {
+		return err
+	}
+	c.res.QueueDepth[line] = depth - int64(len(c.admittedIDs)-before)
+	return nil
+}
+
+// page locks and returns up to size queued tickets of line, in line order, after cursor.
+func (c *claimRun) page(ctx context.Context, line string, cursor *Ticket, size int) ([]Ticket, error) {
+	if cursor == nil {
+		return collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+			WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, size))
+	}
+	return collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+		WHERE line_key = $1 AND state = 'queued' AND (priority, vstart, seq) > ($3, $4, $5)
+		ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, size, cursor.Priority, cursor.VStart, cursor.Seq))
+}
+
+// decide has throttle decide on a page of line and applies its decision. It reports whether the
+// line's head waits for the line's own limit.
+func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool, error) {
+	cands := make([]throttle.Candidate, len(page))
+	for i, t := range page {
+		cands[i] = throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, VStart: t.VStart,
+			Deadline: t.Deadline, NotBefore: t.NotBefore}
+	}
+	held := make(map[string]throttle.LimitState, len(c.locked))
+	for k, r := range c.locked {
+		held[k] = throttle.LimitState{Limit: r.limit, State: r.state}
+	}
+	d, err := throttle.DecideClaim(throttle.ClaimPage{
+		Line: line, Candidates: cands, Limits: held, Unavailable: c.unavailable,
+		Lock:  func(keys []string) (map[string]throttle.LimitState, time.Time, error) { return c.lockOthers(ctx, keys) },
+		VTime: c.locked[line].vtime, Now: c.now, MinRemaining: c.p.MinRemaining, Budget: c.budget,
+	})
+	if err != nil {
+		return false, err
+	}
+	c.apply(line, page, d)
+	return d.Blocked != throttle.ReasonNone, nil
+}
+
+// lockOthers locks the other limits a ticket draws on, as throttle reaches it, skipping those another
+// claimer holds.
+func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]throttle.LimitState, time.Time, error) {
+	rows, err := c.q.lockLimits(ctx, c.tx, keys, true)
+	if err != nil || len(rows) == 0 {
+		return nil, time.Time{}, err
+	}
+	got := make(map[string]throttle.LimitState, len(rows))
+	for k, r := range rows {
+		c.locked[k] = r
+		got[k] = throttle.LimitState{Limit: r.limit, State: r.state}
+	}
+	// Decisions from here on read the newly locked rows: read the clock again, after their locks, as
+	// for the lines.
+	now, err := c.q.now(ctx, c.tx)
+	return got, now, err
+}
+
+// apply records throttle's decision on a page of line, to be stored by store.
+func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
+	c.now = d.Now
+	c.budget -= len(d.Admitted)
+	for _, k := range d.Unavailable {
+		c.unavailable[k] = true
+	}
+	for k, s := range d.States {
+		c.locked[k].state, c.locked[k].dirty = s, true
+	}
+	c.locked[line].vtime = d.VTime
+	byID := make(map[int64]*Ticket, len(page))
+	for i := range page {
+		byID[page[i].ID] = &page[i]
+	}
+	for _, id := range d.Expired {
+		c.expiredIDs = append(c.expiredIDs, id)
+		c.res.Expired = append(c.res.Expired, *byID[id])
+	}
+	for _, a := range d.Admitted {
+		t := *byID[a.ID]
+		t.State, t.AdmittedAt = TicketStateAdmitted, a.At
+		c.res.Admitted = append(c.res.Admitted, t)
+		c.admittedIDs = append(c.admittedIDs, t.ID)
+		c.admittedAt = append(c.admittedAt, a.At)
+		c.owners[t.Owner] = true
+	}
+	for _, w := range d.Waits {
+		// Written only when it changes, so that a line blocked for a long time costs no writes.
+		if r := w.Reason.String(); r != byID[w.ID].WaitReason {
+			c.waits[r] = append(c.waits[r], w.ID)
+		}
+	}
+	if d.Blocked != throttle.ReasonNone {
+		c.res.Blocked[line] = d.Blocked
+	}
+	c.res.retryAt(d.RetryAt)
+	c.res.Busy = c.res.Busy || d.Busy
+}
+
+// store writes the claim's decisions: wait reasons, expired and admitted tickets, limit rows, and
+// the admitted tickets' owners are notified.
+func (c *claimRun) store(ctx context.Context) error {
+	q, tx := c.q, c.tx
+	for reason, ids := range c.waits {
+		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET wait_reason = $2 WHERE id = ANY($1)`), ids, reason); err != nil {
+			return err
+		}
+	}
+	if len(c.expiredIDs) > 0 {
+		if _, err := tx.Exec(ctx, q.s(`DELETE FROM {s}.sluice_ticket WHERE id = ANY($1)`), c.expiredIDs); err != nil {
+			return err
+		}
+	}
+	if len(c.admittedIDs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t SET state = 'admitted', admitted_at = u.at
+		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), c.admittedIDs, c.admittedAt); err != nil {
+		return err
+	}
+	if err := q.saveLimits(ctx, tx, c.locked); err != nil {
+		return err
+	}
+	for _, o := range slices.Sorted(maps.Keys(c.owners)) {
+		if err := q.notify(ctx, tx, kindAdmitted, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -29,34 +29,32 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 			return err
 		}
 		// Bring the buckets to now under the rates in force, then apply the headers with the
-		// configured limit as the ceiling.
-		if r.limit.RequestsPerSecond > 0 {
-			r.state.Requests = r.state.Requests.Refill(now, r.limit.RequestsPerSecond, r.limit.Burst)
-		}
-		if r.limit.TokensPerMinute > 0 {
-			r.state.Tokens = r.state.Tokens.Refill(now, r.limit.TokensPerMinute/60, r.limit.TokenBurst)
-		}
-		eff, st := r.configured.Observe(r.state, now, info)
+		// configured limit as the ceiling, and keep what they taught.
+		eff, st := r.configured.Observe(r.limit.Refill(r.state, now), now, info)
 		r.state, r.dirty = st, true
 		if err := q.saveLimits(ctx, tx, rows); err != nil {
 			return err
 		}
-		lower := func(eff, conf float64) any {
-			if eff > 0 && eff < conf {
-				return eff
-			}
-			return nil
-		}
+		learned := throttle.LearnedLimit(r.configured, eff)
 		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_requests_per_second = $2, learned_burst = $3,
 			learned_tokens_per_minute = $4, learned_token_burst = $5, learned_at = $6 WHERE key = $1`), key,
-			lower(eff.RequestsPerSecond, r.configured.RequestsPerSecond), lower(eff.Burst, r.configured.Burst),
-			lower(eff.TokensPerMinute, r.configured.TokensPerMinute), lower(eff.TokenBurst, r.configured.TokenBurst), now)
+			learnedColumn(learned.RequestsPerSecond), learnedColumn(learned.Burst),
+			learnedColumn(learned.TokensPerMinute), learnedColumn(learned.TokenBurst), now)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sluice: observe provider headers for %q: %w", key, err)
 	}
 	return nil
+}
+
+// learnedColumn is a learned figure as stored: NULL when nothing was learned (zero), which reads back
+// as zero.
+func learnedColumn(v float64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
 }
 
 // LimitStatus is a limit as configured and as admission applies it now.

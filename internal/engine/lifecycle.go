@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // RenewLease records that owner is alive until ttl from now. A process renews its lease well within
@@ -201,7 +203,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 		if ts[0].State != TicketStateAdmitted {
 			return nil
 		}
-		_, err = q.release(ctx, tx, ts, []int64{0})
+		_, err = q.release(ctx, tx, ts, []int64{throttle.AbandonedCost(false)})
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -261,9 +263,7 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		// provider: its reservation stands as spent.
 		actual := make([]int64, len(held))
 		for i, t := range held {
-			if t.State == TicketStateRunning {
-				actual[i] = -1
-			}
+			actual[i] = throttle.AbandonedCost(t.State == TicketStateRunning)
 		}
 		if now, err = q.release(ctx, tx, held, actual); err != nil {
 			return err
@@ -314,54 +314,4 @@ func (q *Queue) Delivered(ctx context.Context, id int64) error {
 		return fmt.Errorf("sluice: acknowledge ticket %d: %w", id, err)
 	}
 	return nil
-}
-
-// PruneParams bounds Prune.
-type PruneParams struct {
-	// ReturnedAge is how long a returned ticket keeps its place for a retry. Defaults to 1 hour.
-	ReturnedAge time.Duration
-	// OwnerAge is how long after its lease lapsed an owner row with no tickets is kept. Defaults to
-	// 1 hour.
-	OwnerAge time.Duration
-}
-
-// Prune deletes returned tickets and lapsed owners older than the bounds, and fairness rows of idle
-// keys. It is maintenance: any process may run it, any number of times.
-func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
-	if p.ReturnedAge <= 0 {
-		p.ReturnedAge = time.Hour
-	}
-	if p.OwnerAge <= 0 {
-		p.OwnerAge = time.Hour
-	}
-	var n int64
-	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
-		now, err := q.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		for _, stmt := range []struct {
-			sql  string
-			args []any
-		}{
-			{`DELETE FROM {s}.sluice_ticket WHERE state = 'returned' AND finished_at < $1`, []any{now.Add(-p.ReturnedAge)}},
-			{`DELETE FROM {s}.sluice_owner o WHERE lease_expires_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.owner = o.id AND t.state IN ('queued', 'admitted', 'running'))`,
-				[]any{now.Add(-p.OwnerAge)}},
-			// A fairness key whose finish tag is behind its line's virtual time has no credit left: its
-			// row would give a new ticket the line's virtual time anyway.
-			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
-		} {
-			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
-			if err != nil {
-				return err
-			}
-			n += tag.RowsAffected()
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sluice: prune: %w", err)
-	}
-	return n, nil
 }

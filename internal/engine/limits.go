@@ -42,9 +42,8 @@ func scanLimit(row pgx.Row) (*limitRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.limit = r.limit.WithDefaults()
-	r.configured = r.limit
-	r.limit = lowerTo(r.limit, r.learned)
+	r.configured = r.limit.WithDefaults()
+	r.limit = throttle.EffectiveLimit(r.configured, r.learned)
 	if reqAt != nil {
 		r.state.Requests.At = reqAt.UTC()
 	}
@@ -246,18 +245,4 @@ func (q *Queue) Resume(ctx context.Context, key string) error {
 		return fmt.Errorf("sluice: resume limit %q: wake the claimers: %w", key, err)
 	}
 	return nil
-}
-
-// lowerTo returns l with each rate that learned sets lowered to it; a rate l does not set stays unset.
-func lowerTo(l, learned throttle.Limit) throttle.Limit {
-	low := func(cur *float64, v float64) {
-		if *cur > 0 && v > 0 && v < *cur {
-			*cur = v
-		}
-	}
-	low(&l.RequestsPerSecond, learned.RequestsPerSecond)
-	low(&l.Burst, learned.Burst)
-	low(&l.TokensPerMinute, learned.TokensPerMinute)
-	low(&l.TokenBurst, learned.TokenBurst)
-	return l
 }

@@ -71,7 +71,6 @@ type Queue struct {
 	pool   *pgxpool.Pool
 	opts   Options
 	schema string // quoted
-	sql    map[string]string
 }
 
 // New returns a Queue over pool. It does not touch the database: run Migrate first.
@@ -104,6 +103,16 @@ func (q *Queue) nowArg() any {
 		return nil
 	}
 	return q.opts.Now()
+}
+
+// now is the instant of a decision: the injected clock, or the database's.
+func (q *Queue) now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	if q.opts.Now != nil {
+		return q.opts.Now(), nil
+	}
+	var now time.Time
+	err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	return now.UTC(), err
 }
 
 // DB is what both a pool and a transaction offer.

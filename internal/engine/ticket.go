@@ -26,8 +26,14 @@ const (
 	TicketStateReturned TicketState = "returned"
 )
 
-// Outcome kinds recorded by Complete and HandBack.
+// Outcome kinds recorded by Complete and HandBack. The outcome bytes are Temporal protos, encoded
+// with the worker's data and failure converters (codec included) before they are stored, and
+// delivered as they are: nothing is encoded twice, and nothing is stored unencoded.
 const (
+	OutcomeCompleted = "completed" // commonpb.Payloads of the result
+	OutcomeFailed    = "failed"    // failurepb.Failure
+	OutcomeCanceled  = "canceled"  // commonpb.Payloads of the details, possibly empty
+	OutcomePending   = "pending"   // the activity completes itself asynchronously: nothing to deliver
 	// OutcomeHandedBack marks a ticket whose owner died or stopped before running it to the end: it is
 	// reported to Temporal as a retryable failure.
 	OutcomeHandedBack = "handed_back"
