@@ -14,6 +14,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/internal/dispatcher"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -26,7 +29,6 @@ const (
 	MinPollInterval          = 10 * time.Millisecond
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultClaimBatch        = 100
-	DefaultMinRemaining      = 0
 )
 
 // CostFunc estimates the token cost of one activity call from its decoded arguments. It runs in the
@@ -198,4 +200,26 @@ func (o Options) validate() error {
 		return fmt.Errorf("sluice: Options.ClaimBatch must be in [1, 10000], got %d", o.ClaimBatch)
 	}
 	return nil
+}
+
+// dispatcherConfig is the dispatcher's share of the options, which withDefaults and validate have
+// made complete and valid.
+func (o Options) dispatcherConfig(q *engine.Queue, owner string) dispatcher.Config {
+	var keys []string
+	seen := map[string]bool{}
+	for _, r := range o.Routes {
+		for _, k := range r.Limits {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	return dispatcher.Config{
+		Queue: q, Client: o.Client, Owner: owner, Identity: o.Identity, Keys: keys, MaxHeld: o.MaxHeld,
+		LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
+		MinRemaining: o.MinRemaining, ClaimBatch: o.ClaimBatch, DataConverter: o.DataConverter,
+		FailureConverter: o.FailureConverter, Logger: o.Logger,
+		Telemetry: telemetry.New(o.TracerProvider, o.MetricsHandler),
+	}
 }

@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"sync"
 
-	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/sluicehq/sluice/internal/dispatcher"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/pgqueue"
 )
@@ -23,7 +24,9 @@ const PluginName = "sluice"
 // NewPlugin.
 type Plugin struct {
 	worker.PluginBase
-	rt    *runtime
+	opts  Options
+	owner string
+	d     *dispatcher.Dispatcher
 	admin *pgqueue.Queue
 
 	mu      sync.Mutex
@@ -49,15 +52,16 @@ func NewPlugin(opts Options) (*Plugin, error) {
 	}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
-	rt := newRuntime(opts, q, opts.Identity+"/"+hex.EncodeToString(suffix))
-	return &Plugin{rt: rt, admin: admin}, nil
+	p := &Plugin{opts: opts, owner: opts.Identity + "/" + hex.EncodeToString(suffix), admin: admin}
+	p.d = dispatcher.New(opts.dispatcherConfig(q, p.owner))
+	return p, nil
 }
 
 // Name returns PluginName.
 func (p *Plugin) Name() string { return PluginName }
 
 // Owner returns the owner ID this plugin writes into its tickets.
-func (p *Plugin) Owner() string { return p.rt.owner }
+func (p *Plugin) Owner() string { return p.owner }
 
 // Queue returns the administration of the plugin's schema: limits (read, change at runtime, pause,
 // resume), stats and verify.
@@ -65,8 +69,8 @@ func (p *Plugin) Queue() *pgqueue.Queue { return p.admin }
 
 // ConfigureWorker adds the activity interceptor.
 func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWorkerOptions) error {
-	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, &workerInterceptor{rt: p.rt})
-	p.rt.setStopTimeout(o.WorkerOptions.WorkerStopTimeout)
+	o.WorkerOptions.Interceptors = append(o.WorkerOptions.Interceptors, &workerInterceptor{p: p})
+	p.d.SetStopTimeout(o.WorkerOptions.WorkerStopTimeout)
 	return nil
 }
 
@@ -74,7 +78,7 @@ func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWo
 func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOptions, next func(context.Context, worker.PluginStartWorkerOptions) error) error {
 	p.mu.Lock()
 	if p.running == 0 {
-		if err := p.rt.start(ctx); err != nil {
+		if err := p.start(ctx); err != nil {
 			p.mu.Unlock()
 			return err
 		}
@@ -86,6 +90,27 @@ func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpti
 		return err
 	}
 	return nil
+}
+
+// start prepares the schema (migrations, the configured limits, every routed limit present) and
+// starts the dispatcher.
+func (p *Plugin) start(ctx context.Context) error {
+	if _, err := pgqueue.Migrate(ctx, p.opts.Pool, pgqueue.MigrateOptions{Schema: p.opts.Schema}); err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
+	if len(p.opts.Limits) > 0 {
+		if err := p.admin.UpsertLimits(ctx, p.opts.Limits...); err != nil {
+			return fmt.Errorf("sluice: %w", err)
+		}
+	}
+	for name, r := range p.opts.Routes {
+		for _, k := range r.Limits {
+			if _, err := p.admin.Limit(ctx, k); err != nil {
+				return fmt.Errorf("sluice: Options.Routes[%q]: limit %q is neither in Options.Limits nor in the database", name, k)
+			}
+		}
+	}
+	return p.d.Start(ctx)
 }
 
 // StopWorker stops the worker's polling, then, with the last worker, the dispatcher: queued tickets
@@ -104,15 +129,6 @@ func (p *Plugin) stopOne(ctx context.Context) {
 	}
 	p.running--
 	if p.running == 0 {
-		p.rt.stop(ctx)
+		p.d.Stop(ctx)
 	}
-}
-
-type workerInterceptor struct {
-	interceptor.WorkerInterceptorBase
-	rt *runtime
-}
-
-func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &activityInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, rt: w.rt}
 }

@@ -1,0 +1,130 @@
+package interceptor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/internal/dispatcher"
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+type workerInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	p *Plugin
+}
+
+var _ interceptor.WorkerInterceptor = (*workerInterceptor)(nil)
+
+func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &activityInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, p: w.p}
+}
+
+type activityInbound struct {
+	interceptor.ActivityInboundInterceptorBase
+	p *Plugin
+}
+
+var _ interceptor.ActivityInboundInterceptor = (*activityInbound)(nil)
+
+func (a *activityInbound) Init(outbound interceptor.ActivityOutboundInterceptor) error {
+	return a.Next.Init(&activityOutbound{ActivityOutboundInterceptorBase: interceptor.ActivityOutboundInterceptorBase{Next: outbound}, p: a.p})
+}
+
+// ExecuteActivity writes the ticket of a routed activity and returns activity.ErrResultPending, which
+// frees the Temporal slot; the dispatcher runs the held invocation once the ticket is admitted. Local
+// activities and unrouted types go straight to the next interceptor.
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	info := activity.GetInfo(ctx)
+	route, ok := a.p.opts.Routes[info.ActivityType.Name]
+	if !ok || info.IsLocalActivity {
+		return a.Next.ExecuteActivity(ctx, in)
+	}
+	if a.p.d.Stopping() {
+		return nil, temporal.NewApplicationError("sluice: worker is stopping; the activity will be retried on another worker", "SluiceStopping")
+	}
+	ai := activityInfo(info)
+	p, err := a.p.ticketParams(ctx, route, ai, info, in.Args)
+	if err != nil {
+		return nil, err
+	}
+	inv := dispatcher.NewInvocation(dispatcher.InvocationParams{
+		Key:     dispatcher.InvocationKey(ai.Namespace, ai.WorkflowID, ai.RunID, ai.ActivityID, info.Attempt),
+		Run:     func(ctx context.Context) (any, error) { return a.Next.ExecuteActivity(ctx, in) },
+		Context: ctx, TaskToken: info.TaskToken, Namespace: ai.Namespace, Deadline: info.Deadline,
+		HeartbeatTimeout: info.HeartbeatTimeout, Line: route.Limits[0],
+	}, time.Now())
+	switch err := a.p.d.Enqueue(ctx, inv, p); {
+	case errors.Is(err, engine.ErrUnknownLimit):
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sluice: route %q: %v", ai.ActivityType, err), "SluiceUnknownLimit", nil)
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("sluice: write ticket: %w", err)
+	}
+	return nil, activity.ErrResultPending
+}
+
+func activityInfo(info activity.Info) ActivityInfo {
+	ai := ActivityInfo{
+		ActivityType: info.ActivityType.Name, ActivityID: info.ActivityID, WorkflowID: info.WorkflowExecution.ID,
+		RunID: info.WorkflowExecution.RunID, Namespace: info.WorkflowNamespace, TaskQueue: info.TaskQueue,
+		Attempt: info.Attempt, Priority: info.Priority.PriorityKey,
+	}
+	if info.WorkflowType != nil {
+		ai.WorkflowType = info.WorkflowType.Name
+	}
+	return ai
+}
+
+// ticketParams runs the route's functions and returns the ticket to write. A mistake in the route's
+// functions is a non-retryable failure naming the route; a database error is retried by Temporal.
+func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo, info activity.Info, args []any) (engine.EnqueueParams, error) {
+	name := ai.ActivityType
+	cost, err := routeCost(name, route, args)
+	if err != nil {
+		return engine.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
+	}
+	keys, err := p.routeKeys(ctx, name, route, ai, args)
+	var bad *badRouteError
+	switch {
+	case errors.As(err, &bad):
+		return engine.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadLimit", nil)
+	case err != nil:
+		return engine.EnqueueParams{}, err // the database: Temporal retries
+	}
+	ep := engine.EnqueueParams{
+		LimitKeys: keys, Cost: cost, Priority: cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority),
+		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
+		ActivityType: name, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
+	}
+	if ep.FairnessKey, ep.Weight, err = routeFairness(name, route, ai, args); err != nil {
+		return engine.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)
+	}
+	return ep, nil
+}
+
+// temporalDefaultPriority is Temporal's default PriorityKey.
+const temporalDefaultPriority = 3
+
+// activityOutbound sends the heartbeats of a held invocation through the client with its task token:
+// the SDK's own heartbeat path closes when ExecuteActivity returns ErrResultPending.
+type activityOutbound struct {
+	interceptor.ActivityOutboundInterceptorBase
+	p *Plugin
+}
+
+func (o *activityOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
+	inv := dispatcher.FromContext(ctx)
+	if inv == nil {
+		o.Next.RecordHeartbeat(ctx, details...)
+		return
+	}
+	o.p.d.RecordHeartbeat(inv, details)
+}

@@ -1,0 +1,49 @@
+package dispatcher
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+// Claimer admits queued tickets of every owner: it runs the throttled dequeue whenever work is
+// notified, when the earliest blocked line can admit again, and every PollInterval.
+type Claimer struct {
+	loops
+	*deps
+	notifier *engine.Notifier
+}
+
+// Start starts the claim loop.
+func (c *Claimer) Start(ctx context.Context) error { return c.start(ctx, c.loop) }
+
+// Stop ends the claim loop; a claim under way is rolled back.
+func (c *Claimer) Stop(ctx context.Context) error { return c.stop(ctx) }
+
+func (c *Claimer) loop(ctx context.Context) {
+	work, unsubscribe := c.notifier.Subscribe(engine.TopicWork())
+	defer unsubscribe()
+	for {
+		res, err := c.q.Claim(ctx, engine.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining})
+		next := c.cfg.PollInterval
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			c.log.Warn("sluice: claim", "error", err)
+		case len(res.Admitted) == c.cfg.ClaimBatch:
+			next = 0
+		case !res.RetryAt.IsZero():
+			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
+		}
+		for _, t := range res.Admitted {
+			c.tm.Admitted(t, res.QueueDepth[t.LineKey], c.cfg.Owner)
+		}
+		for _, t := range res.Expired {
+			c.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report
+		}
+		if next > 0 && !wait(ctx, work, next) {
+			return
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+// deliveryRPCTimeout bounds one report to Temporal.
+const deliveryRPCTimeout = 10 * time.Second
+
+// Deliverer reports recorded outcomes to Temporal and acknowledges them. Its loop retries, every
+// PollInterval, the outcomes whose delivery failed on any replica (a Temporal outage, a process that
+// died between recording and delivering); runs that just finished are delivered at once through
+// DeliverAndAck.
+type Deliverer struct {
+	loops
+	*deps
+}
+
+// Start starts the retry loop.
+func (d *Deliverer) Start(ctx context.Context) error { return d.start(ctx, d.loop) }
+
+// Stop ends the retry loop.
+func (d *Deliverer) Stop(ctx context.Context) error { return d.stop(ctx) }
+
+func (d *Deliverer) loop(ctx context.Context) {
+	for {
+		ts, err := d.q.TakeDeliveries(ctx, d.cfg.ClaimBatch, 10*time.Second)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			d.log.Warn("sluice: take deliveries", "error", err)
+		}
+		for _, t := range ts {
+			d.DeliverAndAck(ctx, t)
+		}
+		if len(ts) == d.cfg.ClaimBatch {
+			continue
+		}
+		if !wait(ctx, nil, d.cfg.PollInterval) {
+			return
+		}
+	}
+}
+
+// DeliverAndAck delivers and, once Temporal has it, removes the ticket. A failed delivery stays in
+// Postgres and is retried by every replica's delivery loop.
+func (d *Deliverer) DeliverAndAck(ctx context.Context, t engine.Ticket) {
+	if err := d.deliver(ctx, t); err != nil {
+		d.log.Warn("sluice: deliver outcome; will retry", "ticket_id", t.ID, "error", err)
+		return
+	}
+	if err := d.q.Delivered(ctx, t.ID); err != nil {
+		d.log.Warn("sluice: acknowledge delivered outcome", "ticket_id", t.ID, "error", err)
+	}
+}
+
+// deliver reports a finished ticket's outcome to Temporal. Temporal answering NotFound (the attempt
+// timed out, was cancelled or completed) counts as delivered: there is no one left to tell.
+func (d *Deliverer) deliver(ctx context.Context, t engine.Ticket) error {
+	ctx, cancel := context.WithTimeout(ctx, deliveryRPCTimeout)
+	defer cancel()
+	var err error
+	switch t.OutcomeKind {
+	case engine.OutcomeCompleted, engine.OutcomeCanceled:
+		err = d.respondPayloads(ctx, t)
+	case engine.OutcomeFailed, engine.OutcomeHandedBack:
+		err = d.respondFailed(ctx, t)
+	case engine.OutcomePending:
+		return nil
+	default:
+		return fmt.Errorf("sluice: ticket %d has unknown outcome kind %q", t.ID, t.OutcomeKind)
+	}
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) {
+		// A malformed task token or outcome will never be accepted: retrying forever would only
+		// keep the row. Say so loudly and let it go.
+		d.log.Error("sluice: Temporal rejected an outcome as invalid; dropping it", "ticket_id", t.ID, "error", err)
+		return nil
+	}
+	return err
+}
+
+func (d *Deliverer) respondPayloads(ctx context.Context, t engine.Ticket) error {
+	payloads := &commonpb.Payloads{}
+	if err := proto.Unmarshal(t.Outcome, payloads); err != nil {
+		return fmt.Errorf("sluice: stored outcome of ticket %d: %w", t.ID, err)
+	}
+	if len(payloads.Payloads) == 0 {
+		payloads = nil
+	}
+	svc := d.cfg.Client.WorkflowService()
+	var err error
+	if t.OutcomeKind == engine.OutcomeCompleted {
+		_, err = svc.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{
+			TaskToken: t.TaskToken, Result: payloads, Identity: d.cfg.Identity, Namespace: t.Namespace})
+	} else {
+		_, err = svc.RespondActivityTaskCanceled(ctx, &workflowservice.RespondActivityTaskCanceledRequest{
+			TaskToken: t.TaskToken, Details: payloads, Identity: d.cfg.Identity, Namespace: t.Namespace})
+	}
+	return err
+}
+
+func (d *Deliverer) respondFailed(ctx context.Context, t engine.Ticket) error {
+	f := &failurepb.Failure{}
+	if t.OutcomeKind == engine.OutcomeFailed {
+		if err := proto.Unmarshal(t.Outcome, f); err != nil {
+			return fmt.Errorf("sluice: stored outcome of ticket %d: %w", t.ID, err)
+		}
+	} else {
+		f = d.cfg.FailureConverter.ErrorToFailure(handedBackError())
+	}
+	_, err := d.cfg.Client.WorkflowService().RespondActivityTaskFailed(ctx, &workflowservice.RespondActivityTaskFailedRequest{
+		TaskToken: t.TaskToken, Failure: f, Identity: d.cfg.Identity, Namespace: t.Namespace})
+	return err
+}

@@ -1,0 +1,227 @@
+// Package dispatcher is the part of the Sluice plugin that works between Temporal handing an
+// activity to the interceptor and Sluice reporting its outcome: the invocations held in memory and
+// the services that claim, run, record, deliver, heartbeat and maintain them. Each service owns its
+// goroutines, started by Start and ended by Stop. The interceptor package is the only user.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Config is what the dispatcher runs with. The interceptor validates and fills it from its Options;
+// the dispatcher trusts it.
+type Config struct {
+	Queue             *engine.Queue
+	Client            client.Client
+	Owner             string   // this process's owner ID, written into its tickets
+	Identity          string   // the worker identity given to Temporal
+	Keys              []string // every limit key the routes name, for the gauges
+	MaxHeld           int
+	LeaseTTL          time.Duration
+	PollInterval      time.Duration
+	HeartbeatInterval time.Duration
+	MinRemaining      time.Duration
+	ClaimBatch        int
+	DataConverter     converter.DataConverter
+	FailureConverter  converter.FailureConverter
+	Logger            *slog.Logger
+	Telemetry         telemetry.Telemetry
+}
+
+// drainGrace is how long a stop waits for runs it cancelled to return before it gives up on them.
+const drainGrace = 5 * time.Second
+
+// deps is what the services share, as River's base service is.
+type deps struct {
+	cfg  Config
+	q    *engine.Queue
+	reg  *Registry
+	tm   telemetry.Telemetry
+	enc  encoder
+	log  *slog.Logger
+	life context.Context // cancelled once the dispatcher has stopped: the context of runs' calls
+}
+
+// Dispatcher is one owner's set of services. Start it once the schema is migrated and the routes'
+// limits exist; stop it to hand everything it holds back to Temporal.
+type Dispatcher struct {
+	deps        *deps
+	notifier    *engine.Notifier
+	notify      loops
+	claimer     *Claimer
+	runner      *Runner
+	completer   *Completer
+	deliverer   *Deliverer
+	heartbeater *Heartbeater
+	maintainer  *Maintainer
+
+	mu          sync.Mutex // serialises Start and Stop
+	endLife     context.CancelFunc
+	stopTimeout atomic.Int64
+	stopping    atomic.Bool
+	knownKeys   sync.Map // derived limit keys this process has made sure exist
+}
+
+// New returns a stopped dispatcher.
+func New(cfg Config) *Dispatcher {
+	dp := &deps{cfg: cfg, q: cfg.Queue, reg: NewRegistry(cfg.MaxHeld), tm: cfg.Telemetry,
+		enc: encoder{data: cfg.DataConverter, failure: cfg.FailureConverter}, log: cfg.Logger, life: context.Background()}
+	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger)}
+	d.deliverer = &Deliverer{deps: dp}
+	d.completer = &Completer{deps: dp}
+	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
+	d.claimer = &Claimer{deps: dp, notifier: d.notifier}
+	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
+	d.maintainer = &Maintainer{deps: dp}
+	d.stopping.Store(true)
+	return d
+}
+
+// SetStopTimeout sets how long a stop lets running activities finish: the worker's WorkerStopTimeout.
+func (d *Dispatcher) SetStopTimeout(t time.Duration) { d.stopTimeout.Store(int64(t)) }
+
+// Stopping reports whether the dispatcher is stopped or stopping: new activities are refused.
+func (d *Dispatcher) Stopping() bool { return d.stopping.Load() }
+
+// Start takes the owner's lease and starts the services.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.endLife != nil {
+		return errStarted
+	}
+	if err := d.deps.q.RenewLease(ctx, d.deps.cfg.Owner, d.deps.cfg.LeaseTTL); err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
+	d.deps.life, d.endLife = context.WithCancel(context.WithoutCancel(ctx))
+	started := []interface{ Start(context.Context) error }{d.completer, d.deliverer, d.heartbeater, d.maintainer, d.runner, d.claimer}
+	err := d.notify.start(ctx, func(ctx context.Context) { _ = d.notifier.Run(ctx) })
+	for _, s := range started {
+		if err != nil {
+			break
+		}
+		err = s.Start(ctx)
+	}
+	if err != nil {
+		err = errors.Join(err, d.stopServices(ctx))
+		d.endLife()
+		d.endLife = nil
+		return err
+	}
+	d.stopping.Store(false)
+	return nil
+}
+
+// Stop stops claiming and hands the queued tickets back at once, gives running ones the stop timeout,
+// cancels those still running and hands back what is left, then stops the services and drops the
+// lease. Stop is safe before Start and safe to call twice.
+func (d *Dispatcher) Stop(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.endLife == nil {
+		return
+	}
+	d.stopping.Store(true)
+	bg := context.WithoutCancel(ctx)
+	_ = d.claimer.Stop(bg)
+	d.handBackOwn(bg, true)
+	grace, cancel := context.WithTimeout(bg, drainGrace)
+	if !d.runner.Drain(grace, time.Duration(d.stopTimeout.Load())) {
+		d.deps.log.Warn("sluice: activities ignored cancellation at worker stop; their tickets are handed back and their results dropped")
+	}
+	cancel()
+	d.handBackOwn(bg, false)
+	_ = d.stopServices(bg)
+	d.endLife()
+	d.endLife = nil
+	if err := d.deps.q.DropLease(bg, d.deps.cfg.Owner); err != nil {
+		d.deps.log.Warn("sluice: drop lease", "owner", d.deps.cfg.Owner, "error", err)
+	}
+}
+
+// stopServices stops every service, the last started first.
+func (d *Dispatcher) stopServices(ctx context.Context) error {
+	return errors.Join(d.claimer.Stop(ctx), d.runner.Stop(ctx), d.maintainer.Stop(ctx), d.heartbeater.Stop(ctx),
+		d.deliverer.Stop(ctx), d.completer.Stop(ctx), d.notify.stop(ctx))
+}
+
+// handBackOwn hands this owner's unfinished tickets back to Temporal and delivers the hand-backs.
+func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
+	for {
+		ts, err := d.deps.q.HandBack(ctx, engine.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
+		if err != nil {
+			d.deps.log.Error("sluice: hand back tickets at stop", "error", err)
+			return
+		}
+		for _, t := range ts {
+			d.deps.reg.dropTicket(t)
+			d.deps.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
+			d.deliverer.DeliverAndAck(ctx, t)
+		}
+		if len(ts) == 0 {
+			return
+		}
+	}
+}
+
+// ErrUnknownLimit is returned by Enqueue when a ticket names a limit that does not exist.
+var ErrUnknownLimit = engine.ErrUnknownLimit
+
+// Enqueue holds inv and writes its ticket. Past MaxHeld invocations it waits for a slot, until ctx is
+// done, so that the backlog stays in Temporal's task queue rather than in this process's memory.
+func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p engine.EnqueueParams) error {
+	if err := d.deps.reg.acquire(ctx); err != nil {
+		return err
+	}
+	p.Owner = d.deps.cfg.Owner
+	p.TraceContext = d.deps.tm.Inject(ctx)
+	// Held before the ticket exists, so that an admission racing the enqueue finds it.
+	d.deps.reg.hold(inv)
+	t, err := d.deps.q.Enqueue(ctx, p)
+	if err != nil {
+		d.deps.reg.drop(inv)
+		return err
+	}
+	inv.setTicket(t.ID)
+	d.deps.tm.ForKey(inv.Line()).Counter(telemetry.MetricTicketsQueued).Inc(1)
+	return nil
+}
+
+// EnsureLimits creates the limits whose keys this process has not made sure exist yet; existing ones
+// are left as they are, so that a runtime change to them sticks.
+func (d *Dispatcher) EnsureLimits(ctx context.Context, limits []throttle.Limit) error {
+	var create []throttle.Limit
+	for _, l := range limits {
+		if _, known := d.knownKeys.Load(l.Key); !known {
+			create = append(create, l)
+		}
+	}
+	if len(create) == 0 {
+		return nil
+	}
+	if err := d.deps.q.EnsureLimits(ctx, create...); err != nil {
+		return err
+	}
+	for _, l := range create {
+		d.knownKeys.Store(l.Key, true)
+	}
+	return nil
+}
+
+// RecordHeartbeat keeps the details an activity Sluice runs heartbeats with and sends them when due.
+func (d *Dispatcher) RecordHeartbeat(inv *Invocation, details []any) {
+	d.heartbeater.RecordDetails(inv, details)
+}

@@ -1,0 +1,324 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/internal/admission"
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+// RunFunc runs the rest of the Temporal interceptor chain and the activity itself.
+type RunFunc func(ctx context.Context) (any, error)
+
+// InvocationParams describe a routed activity attempt the interceptor hands to the dispatcher.
+type InvocationParams struct {
+	// Key identifies the attempt before its ticket exists; see InvocationKey.
+	Key string
+	// Run runs the activity. Required.
+	Run RunFunc
+	// Context is the activity's context, whose values the run keeps; its cancellation is not kept.
+	Context          context.Context
+	TaskToken        []byte
+	Namespace        string
+	Deadline         time.Time // Temporal's deadline of the attempt; zero for none
+	HeartbeatTimeout time.Duration
+	// Line is the route's first limit: where provider headers and 429s apply.
+	Line string
+}
+
+// Invocation is one routed activity attempt held in this process's memory from ExecuteActivity until
+// its outcome is recorded: the rest of the interceptor chain, the decoded arguments and the
+// activity's context values. Inputs are never written to Postgres. Its mutable state is reached only
+// through its methods, which are safe for concurrent use.
+type Invocation struct {
+	key       string
+	run       RunFunc
+	base      context.Context
+	token     []byte
+	namespace string
+	deadline  time.Time
+	hbTimeout time.Duration
+	line      string
+
+	mu       sync.Mutex
+	ticketID int64
+	facts    admission.Facts
+	limited  time.Time // the provider said 429 until then (sluiceactivity.RateLimited)
+	observed bool      // the run reported the provider's headers
+	running  bool
+	cancel   context.CancelCauseFunc
+	details  []any
+	pending  bool // details not yet sent
+	lastSent time.Time
+	actual   int64 // reported real cost; -1 when none
+}
+
+// NewInvocation returns the invocation of p, created at now.
+func NewInvocation(p InvocationParams, now time.Time) *Invocation {
+	return &Invocation{
+		key: p.Key, run: p.Run, base: context.WithoutCancel(p.Context), token: p.TaskToken,
+		namespace: p.Namespace, deadline: p.Deadline, hbTimeout: p.HeartbeatTimeout, line: p.Line,
+		actual: -1, lastSent: now,
+	}
+}
+
+// InvocationKey identifies an attempt by what both Temporal and its ticket know.
+func InvocationKey(ns, wf, run, act string, attempt int32) string {
+	return fmt.Sprintf("%s|%s|%s|%s|%d", ns, wf, run, act, attempt)
+}
+
+func ticketKey(t engine.Ticket) string {
+	return InvocationKey(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))
+}
+
+type invocationCtxKey struct{}
+
+// FromContext returns the invocation whose run ctx is, or nil outside a run Sluice started.
+func FromContext(ctx context.Context) *Invocation {
+	inv, _ := ctx.Value(invocationCtxKey{}).(*Invocation)
+	return inv
+}
+
+// Key returns the invocation's key (see InvocationKey).
+func (inv *Invocation) Key() string { return inv.key }
+
+// Line returns the route's first limit, where provider headers and 429s apply.
+func (inv *Invocation) Line() string { return inv.line }
+
+// runContext returns the context a run gets: the activity's values, its deadline, cancellable with a
+// cause (Temporal's cancellation, a stop), and the handles sluiceactivity reaches through run.
+func (inv *Invocation) runContext(run admission.Run) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(inv.base)
+	if !inv.deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, inv.deadline)
+		prev := cancel
+		cancel = func(cause error) { prev(cause); cancelDeadline() }
+	}
+	ctx = context.WithValue(ctx, invocationCtxKey{}, inv)
+	return admission.With(ctx, run), cancel
+}
+
+// execute runs the rest of the interceptor chain and the activity, turning a panic into an error.
+func (inv *Invocation) execute(ctx context.Context) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = temporal.NewApplicationError(fmt.Sprintf("activity panicked: %v", p), "PanicError")
+		}
+	}()
+	return inv.run(ctx)
+}
+
+// outcomeTicket is the ticket that reports kind and outcome for the invocation's ticket id, as much
+// of it as a delivery needs.
+func (inv *Invocation) outcomeTicket(id int64, kind string, outcome []byte) engine.Ticket {
+	return engine.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}
+}
+
+func (inv *Invocation) taskToken() []byte { return inv.token }
+
+func (inv *Invocation) setTicket(id int64) {
+	inv.mu.Lock()
+	inv.ticketID = id
+	inv.mu.Unlock()
+}
+
+// begin marks the invocation running ticket t, cancellable with cancel.
+func (inv *Invocation) begin(t engine.Ticket, cancel context.CancelCauseFunc) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.ticketID, inv.running, inv.cancel = t.ID, true, cancel
+	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, ReservedCost: t.Cost,
+		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
+}
+
+// runReport is what a finished run reported through sluiceactivity.
+type runReport struct {
+	actual   int64     // real cost; -1 when none
+	limited  time.Time // the provider refused the call until then; zero when it did not
+	observed bool      // the provider's headers were reported
+}
+
+// finish returns what the run reported, forgetting that headers were observed.
+func (inv *Invocation) finish() runReport {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	r := runReport{actual: inv.actual, limited: inv.limited, observed: inv.observed}
+	inv.observed = false
+	return r
+}
+
+// requeued makes the invocation queued again after a refused run, as if just heartbeated at now.
+func (inv *Invocation) requeued(now time.Time) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.running, inv.cancel, inv.limited, inv.actual, inv.lastSent = false, nil, time.Time{}, -1, now
+}
+
+// state returns the ticket ID (0 while it is being written), whether a run is under way, and the
+// run's cancel function (nil before the run starts).
+func (inv *Invocation) state() (id int64, running bool, cancel context.CancelCauseFunc) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.ticketID, inv.running, inv.cancel
+}
+
+// cancelRun cancels the run with cause, if it has started.
+func (inv *Invocation) cancelRun(cause error) {
+	if _, _, cancel := inv.state(); cancel != nil {
+		cancel(cause)
+	}
+}
+
+// expired reports whether a queued invocation's Temporal deadline passed more than a second before now.
+func (inv *Invocation) expired(now time.Time) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return !inv.running && !inv.deadline.IsZero() && now.After(inv.deadline.Add(time.Second))
+}
+
+// heartbeatDue reports whether the heartbeat loop should heartbeat the invocation at now.
+func (inv *Invocation) heartbeatDue(now time.Time, interval time.Duration) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	since := now.Sub(inv.lastSent)
+	switch {
+	case inv.running && inv.hbTimeout > 0:
+		// The activity heartbeats itself: only flush details it recorded while throttled.
+		return inv.pending && since >= heartbeatThrottle(inv.hbTimeout)
+	case inv.hbTimeout > 0:
+		return since >= min(interval, inv.hbTimeout*8/10)
+	default:
+		return since >= interval
+	}
+}
+
+// recordDetails keeps the activity's latest heartbeat details and reports whether they are due to be
+// sent now.
+func (inv *Invocation) recordDetails(details []any, now time.Time) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.details, inv.pending = details, true
+	return now.Sub(inv.lastSent) >= heartbeatThrottle(inv.hbTimeout)
+}
+
+// hasPendingDetails reports whether details were recorded and not yet sent.
+func (inv *Invocation) hasPendingDetails() bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.pending
+}
+
+// takeDetails returns the details to send in a heartbeat at now and marks them sent.
+func (inv *Invocation) takeDetails(now time.Time) []any {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.pending, inv.lastSent = false, now
+	return inv.details
+}
+
+func (inv *Invocation) admissionFacts() admission.Facts {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.facts
+}
+
+func (inv *Invocation) reportUsage(tokens int64) {
+	inv.mu.Lock()
+	inv.actual = tokens
+	inv.mu.Unlock()
+}
+
+func (inv *Invocation) rateLimited(until time.Time) {
+	inv.mu.Lock()
+	if until.After(inv.limited) {
+		inv.limited = until
+	}
+	inv.mu.Unlock()
+}
+
+func (inv *Invocation) observe() {
+	inv.mu.Lock()
+	inv.observed = true
+	inv.mu.Unlock()
+}
+
+// heartbeatThrottle is the least time between two heartbeats of a running activity; details recorded
+// in between are sent by the heartbeat loop.
+func heartbeatThrottle(hbTimeout time.Duration) time.Duration {
+	if hbTimeout > 0 {
+		return min(time.Second, hbTimeout/2)
+	}
+	return time.Second
+}
+
+// Registry is the invocations this process holds, queued or running, bounded by a number of slots.
+// It is safe for concurrent use.
+type Registry struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	held  map[string]*Invocation
+}
+
+// NewRegistry returns a registry of maxHeld slots.
+func NewRegistry(maxHeld int) *Registry {
+	return &Registry{slots: make(chan struct{}, maxHeld), held: map[string]*Invocation{}}
+}
+
+// acquire takes a slot, waiting while all are taken, until ctx is done.
+func (r *Registry) acquire(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hold registers inv, which has a slot.
+func (r *Registry) hold(inv *Invocation) {
+	r.mu.Lock()
+	r.held[inv.key] = inv
+	r.mu.Unlock()
+}
+
+// drop forgets an invocation and frees its slot; it is safe to call twice.
+func (r *Registry) drop(inv *Invocation) {
+	r.mu.Lock()
+	ok := r.held[inv.key] == inv
+	if ok {
+		delete(r.held, inv.key)
+	}
+	r.mu.Unlock()
+	if ok {
+		<-r.slots
+	}
+}
+
+// dropTicket forgets the invocation of ticket t, if this process holds it.
+func (r *Registry) dropTicket(t engine.Ticket) {
+	if inv := r.lookup(ticketKey(t)); inv != nil {
+		r.drop(inv)
+	}
+}
+
+func (r *Registry) lookup(key string) *Invocation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[key]
+}
+
+func (r *Registry) snapshot() []*Invocation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Invocation, 0, len(r.held))
+	for _, inv := range r.held {
+		out = append(out, inv)
+	}
+	return out
+}

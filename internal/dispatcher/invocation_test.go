@@ -1,0 +1,124 @@
+package dispatcher
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func newTestInvocation(hbTimeout time.Duration, deadline time.Time) *Invocation {
+	return NewInvocation(InvocationParams{Key: "k", Context: context.Background(), HeartbeatTimeout: hbTimeout,
+		Deadline: deadline, Line: "line"}, t0)
+}
+
+func TestInvocation_HeartbeatDue(t *testing.T) {
+	t.Parallel()
+	const interval = 5 * time.Second
+	tests := []struct {
+		name      string
+		hbTimeout time.Duration
+		running   bool
+		details   bool
+		at        time.Duration // after t0, the last heartbeat
+		want      bool
+	}{
+		{name: "QueuedNoTimeoutBeforeInterval", at: interval - time.Millisecond, want: false},
+		{name: "QueuedNoTimeoutAtInterval", at: interval, want: true},
+		{name: "QueuedShortTimeoutAt80Percent", hbTimeout: 2 * time.Second, at: 1600 * time.Millisecond, want: true},
+		{name: "QueuedShortTimeoutBefore80Percent", hbTimeout: 2 * time.Second, at: 1599 * time.Millisecond, want: false},
+		{name: "QueuedLongTimeoutUsesInterval", hbTimeout: time.Minute, at: interval, want: true},
+		{name: "RunningWithTimeoutNoDetails", hbTimeout: 10 * time.Second, running: true, at: time.Hour, want: false},
+		{name: "RunningWithTimeoutDetailsThrottled", hbTimeout: 10 * time.Second, running: true, details: true, at: 999 * time.Millisecond, want: false},
+		{name: "RunningWithTimeoutDetailsDue", hbTimeout: 10 * time.Second, running: true, details: true, at: time.Second, want: true},
+		{name: "RunningWithoutTimeoutUsesInterval", running: true, at: interval, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			inv := newTestInvocation(tt.hbTimeout, time.Time{})
+			if tt.running {
+				inv.begin(engine.Ticket{ID: 1}, func(error) {})
+			}
+			if tt.details {
+				inv.recordDetails([]any{"progress"}, t0)
+			}
+			require.Equal(t, tt.want, inv.heartbeatDue(t0.Add(tt.at), interval))
+		})
+	}
+}
+
+func TestInvocation_Details(t *testing.T) {
+	t.Parallel()
+	inv := newTestInvocation(time.Second, time.Time{}) // details are sent at most every 500ms
+	require.False(t, inv.recordDetails([]any{1}, t0.Add(499*time.Millisecond)), "within the throttle of half the timeout")
+	require.True(t, inv.hasPendingDetails())
+	require.True(t, inv.recordDetails([]any{2}, t0.Add(500*time.Millisecond)), "the latest details are due after half the timeout")
+	require.Equal(t, []any{2}, inv.takeDetails(t0.Add(500*time.Millisecond)))
+	require.False(t, inv.hasPendingDetails())
+	require.False(t, inv.recordDetails([]any{3}, t0.Add(999*time.Millisecond)), "the send restarted the throttle")
+	require.True(t, newTestInvocation(time.Minute, time.Time{}).recordDetails(nil, t0.Add(time.Second)), "never more than a second between sends")
+}
+
+func TestInvocation_Expired(t *testing.T) {
+	t.Parallel()
+	inv := newTestInvocation(0, t0)
+	require.False(t, inv.expired(t0.Add(time.Second)), "a second of grace past the deadline")
+	require.True(t, inv.expired(t0.Add(time.Second+time.Nanosecond)))
+	inv.begin(engine.Ticket{ID: 1}, func(error) {})
+	require.False(t, inv.expired(t0.Add(time.Hour)), "a running invocation is never swept: its run ends it")
+	require.False(t, newTestInvocation(0, time.Time{}).expired(t0.Add(time.Hour)), "no deadline, never expired")
+}
+
+func TestInvocation_FinishAndRequeue(t *testing.T) {
+	t.Parallel()
+	inv := newTestInvocation(0, time.Time{})
+	var cause error
+	inv.begin(engine.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err })
+	require.Equal(t, int64(7), inv.admissionFacts().TicketID)
+	inv.reportUsage(42)
+	inv.rateLimited(t0.Add(time.Second))
+	inv.rateLimited(t0) // an earlier reset does not shorten the pause
+	inv.observe()
+	require.Equal(t, runReport{actual: 42, limited: t0.Add(time.Second), observed: true}, inv.finish())
+	require.False(t, inv.finish().observed, "headers observed are reported once")
+	inv.cancelRun(errStopping)
+	require.ErrorIs(t, cause, errStopping)
+
+	inv.requeued(t0.Add(time.Minute))
+	id, running, cancel := inv.state()
+	require.Equal(t, int64(7), id)
+	require.False(t, running)
+	require.Nil(t, cancel)
+	require.Equal(t, runReport{actual: -1}, inv.finish())
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry(1)
+	ctx := context.Background()
+	a := newTestInvocation(0, time.Time{})
+	require.NoError(t, r.acquire(ctx))
+	r.hold(a)
+	require.Same(t, a, r.lookup("k"))
+
+	full, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, r.acquire(full), context.Canceled, "no slot is free while one invocation is held")
+
+	r.drop(a)
+	r.drop(a) // twice is safe and frees one slot only
+	require.Nil(t, r.lookup("k"))
+	require.NoError(t, r.acquire(ctx))
+	require.ErrorIs(t, r.acquire(full), context.Canceled, "the second drop did not free a second slot")
+
+	b := NewInvocation(InvocationParams{Key: InvocationKey("ns", "wf", "run", "act", 2), Context: ctx}, t0)
+	r.hold(b)
+	r.dropTicket(engine.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2})
+	require.Empty(t, r.snapshot())
+}

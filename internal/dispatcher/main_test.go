@@ -1,0 +1,25 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/temporaltest"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+var server *temporaltest.Server
+
+func TestMain(m *testing.M) {
+	s, err := temporaltest.Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	server.Stop()
+	testenv.Exit(code)
+}

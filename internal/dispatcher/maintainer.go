@@ -1,0 +1,86 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/telemetry"
+)
+
+// pruneEvery is how often the maintainer prunes finished rows.
+const pruneEvery = time.Minute
+
+// Maintainer keeps the owner's lease and the shared tables in order. It runs two loops:
+//   - renew: renews this process's lease every LeaseTTL/3. It is a loop of its own so that nothing
+//     slow (a sweep's queries on a busy database) can delay a renewal: a lease that lapses while its
+//     owner lives gets the owner's running tickets handed back, and their slots released, while they
+//     run.
+//   - sweep: every second (or LeaseTTL/3 if shorter) hands back dead owners' tickets (the deliverers
+//     report them), publishes the in-flight gauges, forgets queued invocations Temporal has timed out,
+//     and every minute prunes old rows.
+type Maintainer struct {
+	loops
+	*deps
+}
+
+// Start starts the renew and sweep loops.
+func (m *Maintainer) Start(ctx context.Context) error { return m.start(ctx, m.renew, m.sweep) }
+
+// Stop ends both loops. It does not drop the lease: the dispatcher does, once everything it owns is
+// handed back.
+func (m *Maintainer) Stop(ctx context.Context) error { return m.stop(ctx) }
+
+func (m *Maintainer) renew(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := m.q.RenewLease(ctx, m.cfg.Owner, m.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
+				m.log.Warn("sluice: renew lease", "owner", m.cfg.Owner, "error", err)
+			}
+		}
+	}
+}
+
+func (m *Maintainer) sweep(ctx context.Context) {
+	tick := time.NewTicker(min(time.Second, m.cfg.LeaseTTL/3))
+	defer tick.Stop()
+	lastPrune := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		// Any survivor hands back a dead owner's tickets; the delivery loops report them.
+		back, err := m.q.HandBack(ctx, engine.HandBackParams{})
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("sluice: hand back tickets of dead owners", "error", err)
+		}
+		for _, t := range back {
+			m.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
+		}
+		m.tm.Gauges(ctx, m.q, m.cfg.Keys)
+		m.forgetExpired(time.Now())
+		if time.Since(lastPrune) > pruneEvery {
+			lastPrune = time.Now()
+			if _, err := m.q.Prune(ctx, engine.PruneParams{}); err != nil && ctx.Err() == nil {
+				m.log.Warn("sluice: prune", "error", err)
+			}
+		}
+	}
+}
+
+// forgetExpired forgets queued invocations whose Temporal deadline has passed: Temporal has timed
+// them out, and the claim removes their tickets.
+func (m *Maintainer) forgetExpired(now time.Time) {
+	for _, inv := range m.reg.snapshot() {
+		if inv.expired(now) {
+			m.reg.drop(inv)
+		}
+	}
+}

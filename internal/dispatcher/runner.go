@@ -1,0 +1,195 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/internal/admission"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Runner runs this owner's admitted tickets: its loop takes them as their admission is notified (and
+// every PollInterval), and each runs its held invocation in a goroutine the Runner tracks. A finished
+// run's outcome is recorded by the Completer, then delivered by the Deliverer; a run the provider refused is requeued.
+type Runner struct {
+	loops
+	*deps
+	completer   *Completer
+	deliverer   *Deliverer
+	heartbeater *Heartbeater
+	notifier    *engine.Notifier
+
+	mu   sync.Mutex
+	runs int
+	idle chan struct{} // closed when runs drops to 0; nil while it is 0
+}
+
+// Start starts the loop that takes admitted tickets.
+func (r *Runner) Start(ctx context.Context) error { return r.start(ctx, r.loop) }
+
+// Stop ends the take loop. Runs under way are not waited for: Drain does that.
+func (r *Runner) Stop(ctx context.Context) error { return r.stop(ctx) }
+
+func (r *Runner) loop(ctx context.Context) {
+	admitted, unsubscribe := r.notifier.Subscribe(engine.TopicAdmitted(r.cfg.Owner))
+	defer unsubscribe()
+	for {
+		ts, err := r.q.TakeAdmitted(ctx, r.cfg.Owner, r.cfg.ClaimBatch)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("sluice: take admitted tickets", "error", err)
+		}
+		for _, t := range ts {
+			r.run(t)
+		}
+		if len(ts) == r.cfg.ClaimBatch {
+			continue
+		}
+		if !wait(ctx, admitted, r.cfg.PollInterval) {
+			return
+		}
+	}
+}
+
+// Drain waits for the runs under way to end. If they have not within timeout, it cancels them (their
+// outcome is a hand-back) and waits until ctx is done for them to return; it reports whether they all
+// did.
+func (r *Runner) Drain(ctx context.Context, timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-r.idleCh():
+		return true
+	case <-t.C:
+	}
+	for _, inv := range r.reg.snapshot() {
+		inv.cancelRun(errStopping)
+	}
+	select {
+	case <-r.idleCh():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *Runner) idleCh() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return r.idle
+}
+
+func (r *Runner) track(delta int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs += delta
+	switch {
+	case r.runs == 1 && delta > 0:
+		r.idle = make(chan struct{})
+	case r.runs == 0:
+		close(r.idle)
+		r.idle = nil
+	}
+}
+
+// run runs an admitted ticket's invocation in its own goroutine.
+func (r *Runner) run(t engine.Ticket) {
+	inv := r.reg.lookup(ticketKey(t))
+	if inv == nil {
+		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
+		// the ticket back so that its reservation is released and Temporal retries it.
+		err := r.q.Complete(r.life, engine.CompleteParams{TicketID: t.ID, ActualCost: throttle.AbandonedCost(false), OutcomeKind: engine.OutcomeHandedBack})
+		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+			r.log.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
+		}
+		return
+	}
+	runCtx, cancel := inv.runContext(runHandle{r: r, inv: inv})
+	inv.begin(t, cancel)
+	runCtx, span := r.tm.StartRun(runCtx, t)
+	r.track(1)
+	go func() {
+		defer r.track(-1)
+		defer cancel(nil)
+		r.finish(runCtx, inv, t, span)
+	}()
+}
+
+// finish runs the activity and hands what it returned on: a refused call is requeued, anything else
+// is completed.
+func (r *Runner) finish(ctx context.Context, inv *Invocation, t engine.Ticket, span trace.Span) {
+	result, err := inv.execute(ctx)
+	rep := inv.finish()
+	var throttled *sluiceactivity.ThrottledError
+	if !rep.limited.IsZero() && errors.As(err, &throttled) && ctx.Err() == nil {
+		r.tm.ForKey(inv.Line()).Counter(telemetry.MetricRateLimited).Inc(1)
+		r.tm.EndRun(span, t, rep.actual, "rate_limited", err)
+		r.requeue(inv, t, rep)
+		return
+	}
+	t.OutcomeKind, t.Outcome = r.enc.outcome(ctx, result, err)
+	r.tm.EndRun(span, t, rep.actual, t.OutcomeKind, err)
+	if t.OutcomeKind == engine.OutcomeFailed && inv.hasPendingDetails() {
+		// Details recorded just before a failure are what the retry resumes from: send them
+		// before the failure, as the SDK does.
+		r.heartbeater.Send(r.life, inv)
+	}
+	if r.life.Err() != nil {
+		// A run that ignored the stop's cancellation, ending after the dispatcher stopped: its
+		// ticket was handed back, and Temporal has retried it or will.
+		r.log.Warn("sluice: run ended after the worker stopped; its result is dropped", "ticket_id", t.ID)
+		r.reg.drop(inv)
+		return
+	}
+	recorded := r.completer.Record(r.life, t, rep.actual)
+	r.reg.drop(inv)
+	if recorded {
+		r.deliverer.DeliverAndAck(r.life, t)
+	}
+}
+
+// requeue puts a run the provider refused (a 429 reported through sluiceactivity.RateLimited) back
+// in line at its place, pausing its line's limit until the provider's reset on every replica. The
+// invocation stays held: when admitted again it runs again, in the same Temporal attempt.
+func (r *Runner) requeue(inv *Invocation, t engine.Ticket, rep runReport) {
+	err := r.q.Requeue(r.life, engine.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
+		ActualCost: throttle.RefusedCost(rep.actual, rep.observed), PauseKeys: []string{inv.Line()}, PauseUntil: rep.limited})
+	inv.requeued(time.Now())
+	if err != nil {
+		r.log.Error("sluice: requeue rate-limited run", "ticket_id", t.ID, "error", err)
+		r.reg.drop(inv)
+	}
+}
+
+// runHandle is the admission.Run that sluiceactivity reaches through the run's context.
+type runHandle struct {
+	r   *Runner
+	inv *Invocation
+}
+
+var _ admission.Run = runHandle{}
+
+func (h runHandle) Facts() admission.Facts      { return h.inv.admissionFacts() }
+func (h runHandle) ReportUsage(tokens int64)    { h.inv.reportUsage(tokens) }
+func (h runHandle) RateLimited(until time.Time) { h.inv.rateLimited(until) }
+
+func (h runHandle) ObserveHeaders(ctx context.Context, hdr http.Header) error {
+	info := throttle.ParseRateLimitHeaders(hdr, time.Now())
+	h.inv.observe()
+	return h.r.q.Observe(context.WithoutCancel(ctx), h.inv.Line(), info)
+}
