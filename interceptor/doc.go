@@ -4,12 +4,22 @@
 //	import sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
 //
 //	plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
-//		Pool:   pool, // *pgxpool.Pool
+//		Pool:   pool, // the *pgxpool.Pool you already have
 //		Client: c,    // the worker's Temporal client
 //		Limits: []throttle.Limit{{Key: "openai", MaxConcurrent: 50, RequestsPerSecond: 10, TokensPerMinute: 90_000}},
-//		Routes: map[string]sluiceinterceptor.Route{"Summarize": {Limits: []string{"openai"}, Cost: estimateTokens}},
+//		Routes: map[string]sluiceinterceptor.Route{
+//			"Summarize": {Limits: []string{"openai"}, Cost: func(args []any) (int64, error) {
+//				return int64(len(args[0].(string))/4 + 500), nil // prompt estimate + max_tokens
+//			}},
+//		},
 //	})
+//	if err != nil {
+//		return err
+//	}
 //	w := worker.New(c, "llm", worker.Options{Plugins: []worker.Plugin{plugin}})
+//	w.RegisterWorkflow(SummarizeAll)
+//	w.RegisterActivity(Summarize)
+//	return w.Run(worker.InterruptCh()) // migrates the schema and upserts the limits, then polls
 //
 // # How an activity runs
 //

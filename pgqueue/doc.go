@@ -25,11 +25,22 @@
 // admission on every replica. The dispatcher's own operations (claims, completions, hand-backs,
 // deliveries) are run by the plugin and are not part of this package.
 //
-//	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"}); err != nil { ... }
+//	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"}); err != nil {
+//		log.Fatal(err)
+//	}
 //	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
-//	err = q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 50, TokensPerMinute: 90_000})
-//	err = q.Pause(ctx, "openai", time.Now().Add(time.Minute)) // an incident: hold every replica
-//	err = q.Resume(ctx, "openai")
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	if err := q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 50, TokensPerMinute: 90_000}); err != nil {
+//		log.Fatal(err)
+//	}
+//	if err := q.Pause(ctx, "openai", time.Now().Add(time.Minute)); err != nil { // an incident: hold every replica
+//		log.Fatal(err)
+//	}
+//	if err := q.Resume(ctx, "openai"); err != nil {
+//		log.Fatal(err)
+//	}
 //	stats, err := q.Stats(ctx)
 //
 // # Correctness

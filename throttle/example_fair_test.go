@@ -1,0 +1,45 @@
+package throttle_test
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func ExampleFairQueue() {
+	type ticket struct {
+		tenant string
+		place  throttle.Place
+	}
+	var q throttle.FairQueue
+	var line []ticket
+	enqueue := func(tenant string, n int, weight float64) {
+		for range n {
+			line = append(line, ticket{tenant, q.Enqueue(3, tenant, 1, weight)})
+		}
+	}
+	// bigco queues 4 tickets first; then smallco queues 2 and premium, weighted 2, queues 4.
+	enqueue("bigco", 4, 1)
+	enqueue("smallco", 2, 1)
+	enqueue("premium", 4, 2)
+
+	// Admission takes the smallest place first: tenants take turns, premium twice as often.
+	slices.SortFunc(line, func(a, b ticket) int { return a.place.Compare(b.place) })
+	for _, t := range line {
+		q.Admitted(t.place)
+		fmt.Printf("%s (start %v)\n", t.tenant, t.place.Start)
+	}
+
+	// Output:
+	// bigco (start 0)
+	// smallco (start 0)
+	// premium (start 0)
+	// premium (start 0.5)
+	// bigco (start 1)
+	// smallco (start 1)
+	// premium (start 1)
+	// premium (start 1.5)
+	// bigco (start 2)
+	// bigco (start 3)
+}
