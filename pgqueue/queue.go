@@ -1,6 +1,7 @@
 package pgqueue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,9 +62,13 @@ func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
 	if pool == nil {
 		return nil, errors.New("pgqueue: pool must not be nil")
 	}
+	opts.Schema = cmp.Or(opts.Schema, DefaultSchema)
+	if err := ValidateSchema(opts.Schema); err != nil {
+		return nil, err
+	}
 	e, err := engine.New(pool, engine.Options{Schema: opts.Schema})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pgqueue: %w", err)
 	}
 	return &Queue{e: e}, nil
 }
