@@ -177,10 +177,8 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 	}
 }
 
-// ErrUnknownLimit is returned by Enqueue when a ticket names a limit that does not exist.
-var ErrUnknownLimit = engine.ErrUnknownLimit
-
-// Enqueue holds inv and writes its ticket. Past MaxHeld invocations it waits for a slot, until ctx is
+// Enqueue holds inv and writes its ticket; a ticket naming a limit that does not exist fails with
+// engine.ErrUnknownLimit. Past MaxHeld invocations it waits for a slot, until ctx is
 // done, so that the backlog stays in Temporal's task queue rather than in this process's memory.
 func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p engine.EnqueueParams) error {
 	if err := d.deps.reg.acquire(ctx); err != nil {
