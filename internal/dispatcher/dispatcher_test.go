@@ -22,10 +22,14 @@ import (
 // testDeadline bounds a test's waits: generous, for a busy 2-core machine.
 const testDeadline = 3 * time.Minute
 
-// ignoreShared are goroutines that outlive a service by design: the pool's and the client's.
+// ignoreShared are goroutines that outlive a service by design, because they belong to the pool
+// the services share: its health check, and the background reader pgconn starts on a connection
+// whose query a stopping service cancelled (it drains the server's answer, then ends; the connection
+// goes back to the pool).
 var ignoreShared = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
 	goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
+	goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"),
 }
 
 func testConfig(t *testing.T, limits ...throttle.Limit) Config {
