@@ -13,57 +13,76 @@ import (
 // database is unreachable. Past it, Temporal's timeouts take over.
 const completeRetryFor = 2 * time.Minute
 
-// Completer records finished runs' outcomes in Postgres, releasing their reservations, the first
-// step of a completion (the runner then has the Deliverer report them). It starts no goroutine of its own: it runs on the goroutine of the run that
-// finished, and Stop ends the retries of every completion under way.
+// completeBatch bounds the runs one transaction completes.
+const completeBatch = 100
+
+// errCompleterStopped answers a completion the completer stopped before recording.
+var errCompleterStopped = errors.New("sluice: completer stopped")
+
+// completion is one finished run waiting for its outcome to be recorded.
+type completion struct {
+	p    engine.CompleteParams
+	done chan error // receives nil, engine.ErrNotFound, or why it was not recorded
+}
+
+// Completer records finished runs' outcomes in Postgres, releasing their reservations: the first
+// step of a completion (the runner then has the Deliverer report them). Its loop is a group commit:
+// the runs that finished while one transaction was under way are completed together by the next,
+// up to completeBatch, so that each limit row is locked once for all of them and claimers are woken
+// once. A run's Record returns only once its outcome is durable.
 type Completer struct {
+	loops
 	*deps
+	in chan *completion
 
-	mu      sync.Mutex
-	stopped chan struct{} // closed by Stop; nil before Start
+	mu        sync.RWMutex // held for reading while sending to in, for writing to stop accepting
+	accepting bool
 }
 
-// Start makes the completer accept completions.
-func (c *Completer) Start(context.Context) error {
+// Start starts the loop that records outcomes.
+func (c *Completer) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped != nil {
-		return errStarted
+	if c.in == nil {
+		c.in = make(chan *completion, completeBatch)
 	}
-	c.stopped = make(chan struct{})
+	if err := c.start(ctx, c.loop); err != nil {
+		return err
+	}
+	c.accepting = true
 	return nil
 }
 
-// Stop ends the retries of completions under way: an outcome not yet recorded stays with its
-// ticket, which the stop hands back.
-func (c *Completer) Stop(context.Context) error {
+// Stop stops accepting completions, ends the retries of those under way (an outcome not yet recorded
+// stays with its ticket, which the stop hands back) and ends the loop.
+func (c *Completer) Stop(ctx context.Context) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped != nil {
-		close(c.stopped)
-		c.stopped = nil
-	}
-	return nil
-}
-
-// done returns a channel closed once the completer is stopped.
-func (c *Completer) done() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped == nil {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	return c.stopped
+	c.accepting = false
+	c.mu.Unlock()
+	return c.stop(ctx)
 }
 
 // Record records a finished run's outcome, releasing its reservation, and reports whether it did.
-// While the database is unreachable it retries with backoff, for up to completeRetryFor, or until
-// ctx is done or the completer stops: until the outcome is recorded the ticket holds its
-// reservation, and the outcome exists only in this process.
+// While the database is unreachable the completer retries with backoff, for up to completeRetryFor,
+// or until it stops: until the outcome is recorded the ticket holds its reservation, and the outcome
+// exists only in this process.
 func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual int64) bool {
-	err := c.record(ctx, engine.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome})
+	req := &completion{done: make(chan error, 1),
+		p: engine.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
+	c.mu.RLock()
+	if !c.accepting {
+		c.mu.RUnlock()
+		return false
+	}
+	select {
+	case c.in <- req:
+	case <-ctx.Done():
+		c.mu.RUnlock()
+		return false
+	}
+	c.mu.RUnlock()
+	// The loop answers every completion it receives, also when it stops.
+	err := <-req.done
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		// Handed back while it ran (this process lost its lease, or stopped): Temporal already has
@@ -76,26 +95,69 @@ func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual int64) b
 	return true
 }
 
-func (c *Completer) record(ctx context.Context, p engine.CompleteParams) error {
-	stopped := c.done()
+func (c *Completer) loop(ctx context.Context) {
+	for {
+		var first *completion
+		select {
+		case <-ctx.Done():
+			c.drain(errCompleterStopped)
+			return
+		case first = <-c.in:
+		}
+		batch := []*completion{first}
+	more:
+		for len(batch) < completeBatch {
+			select {
+			case req := <-c.in:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		c.commit(ctx, batch)
+	}
+}
+
+// drain answers the completions still queued, once Stop has ended the sends.
+func (c *Completer) drain(err error) {
+	for {
+		select {
+		case req := <-c.in:
+			req.done <- err
+		default:
+			return
+		}
+	}
+}
+
+// commit completes batch in one transaction, retrying with backoff while the database fails, and
+// answers each completion.
+func (c *Completer) commit(ctx context.Context, batch []*completion) {
+	ps := make([]engine.CompleteParams, len(batch))
+	for i, req := range batch {
+		ps[i] = req.p
+	}
 	deadline := time.Now().Add(completeRetryFor)
 	backoff := 100 * time.Millisecond
 	for {
-		err := c.q.Complete(ctx, p)
-		if err == nil || errors.Is(err, engine.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
+		found, err := c.q.CompleteMany(ctx, ps)
+		if err == nil {
+			for i, req := range batch {
+				if found[i] {
+					req.done <- nil
+				} else {
+					req.done <- engine.ErrNotFound
+				}
+			}
+			return
 		}
-		c.log.Warn("sluice: record outcome; retrying", "ticket_id", p.TicketID, "error", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-stopped:
-			t.Stop()
-			return err
-		case <-ctx.Done():
-			t.Stop()
-			return err
+		if time.Now().After(deadline) || !wait(ctx, nil, backoff) {
+			for _, req := range batch {
+				req.done <- err
+			}
+			return
 		}
+		c.log.Warn("sluice: record outcomes; retrying", "runs", len(batch), "error", err, "backoff", backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }

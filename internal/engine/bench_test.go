@@ -50,3 +50,49 @@ func BenchmarkQueue_Claim(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQueue_ClaimComplete measures claim + complete per ticket, through one claimer taking
+// batches of 100 from one key with a limit that does not bind: each ticket completed in its own
+// transaction (Complete, as before batching) beside each claimed batch completed in one
+// (CompleteMany, as the dispatcher's completer does). It reports tickets per second.
+func BenchmarkQueue_ClaimComplete(b *testing.B) {
+	ctx := context.Background()
+	for _, mode := range []string{"per-ticket", "batched"} {
+		b.Run(mode, func(b *testing.B) {
+			pool := testdb.Pool(b)
+			schema := testdb.Schema(b, pool)
+			q, err := engine.New(pool, engine.Options{Schema: schema})
+			require.NoError(b, err)
+			require.NoError(b, q.UpsertLimits(ctx, throttle.Limit{Key: "k", MaxConcurrent: 1_000_000, TokensPerMinute: 1e12}))
+			const batch = 100
+			tickets := 0
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				_, err := pool.Exec(ctx, `INSERT INTO `+schema+`.sluice_ticket
+					(state, line_key, limit_keys, cost, priority, fairness_key, vstart, seq, owner)
+					SELECT 'queued', 'k', ARRAY['k'], 100, 3, '', 0, g, 'w' FROM generate_series(1, $1) g`, batch)
+				require.NoError(b, err)
+				b.StartTimer()
+				res, err := q.Claim(ctx, engine.ClaimParams{Max: batch})
+				if err != nil || len(res.Admitted) != batch {
+					b.Fatalf("claim: %v, %d admitted", err, len(res.Admitted))
+				}
+				ps := make([]engine.CompleteParams, batch)
+				for i, t := range res.Admitted {
+					ps[i] = engine.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: engine.OutcomeCompleted}
+				}
+				if mode == "batched" {
+					_, err = q.CompleteMany(ctx, ps)
+					require.NoError(b, err)
+				} else {
+					for _, p := range ps {
+						require.NoError(b, q.Complete(ctx, p))
+					}
+				}
+				tickets += batch
+			}
+			b.ReportMetric(float64(tickets)/b.Elapsed().Seconds(), "tickets/s")
+		})
+	}
+}

@@ -89,49 +89,6 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []in
 	return now, q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
 }
 
-// CompleteParams describes a finished run.
-type CompleteParams struct {
-	// TicketID is the ticket, admitted or running. Required.
-	TicketID int64
-	// ActualCost is the usage the activity reported, reconciled against the reservation. Negative
-	// means not reported: the reservation stands as spent.
-	ActualCost int64
-	// OutcomeKind and Outcome are stored for delivery to Temporal (an encoded result or failure).
-	OutcomeKind string
-	Outcome     []byte
-}
-
-// Complete releases a ticket's limits and records its outcome for delivery, in one transaction: the
-// outcome is durable before anyone reports it, so it survives the process that ran the work. It
-// returns ErrNotFound when the ticket is not admitted or running (it was handed back, or completed).
-func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
-	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
-		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
-			WHERE id = $1 AND state IN ('admitted', 'running') FOR UPDATE`), p.TicketID))
-		if err != nil {
-			return err
-		}
-		if len(ts) == 0 {
-			return ErrNotFound
-		}
-		now, err := q.release(ctx, tx, ts, []int64{p.ActualCost})
-		if err != nil {
-			return err
-		}
-		var actual any
-		if p.ActualCost >= 0 {
-			actual = p.ActualCost
-		}
-		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'finished', finished_at = $2, deliver_after = $2,
-			actual_cost = $3, outcome_kind = $4, outcome = $5 WHERE id = $1`), p.TicketID, now, actual, p.OutcomeKind, p.Outcome)
-		return err
-	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("sluice: complete ticket %d: %w", p.TicketID, err)
-	}
-	return err
-}
-
 // RequeueParams describes a ticket to put back in line.
 type RequeueParams struct {
 	// TicketID is the ticket, admitted or running. Required.

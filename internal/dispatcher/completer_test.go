@@ -1,0 +1,154 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// admitted writes n tickets on limit "k" and admits them.
+func admitted(t *testing.T, q *engine.Queue, n int) []engine.Ticket {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		_, err := q.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: "o",
+			Namespace: "default", WorkflowID: fmt.Sprint("wf-", i), RunID: "run", ActivityID: "1", Attempt: 1})
+		require.NoError(t, err)
+	}
+	res, err := q.Claim(ctx, engine.ClaimParams{Max: n})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, n)
+	return res.Admitted
+}
+
+// lockLimit holds limit k's row in a transaction of its own until the returned function is called:
+// completions, which lock it, wait meanwhile.
+func lockLimit(t *testing.T, q *engine.Queue, key string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := q.Pool().Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{q.Schema(), "sluice_limit"}.Sanitize()+` WHERE key = $1 FOR UPDATE`, key)
+	require.NoError(t, err)
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// waitForLockWaiter waits until a statement on q's schema waits for a lock: the completer's
+// transaction has reached the row lockLimit holds.
+func waitForLockWaiter(ctx context.Context, t *testing.T, q *engine.Queue) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := q.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND position($1 in query) > 0)`, q.Schema()).Scan(&waiting)
+		require.NoError(t, err)
+		if waiting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no completion reached the locked row")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func TestCompleter_GroupCommit(t *testing.T) {
+	const runs = 40
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: runs, TokensPerMinute: 60_000})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := New(cfg)
+	c := d.completer
+	require.NoError(t, c.Start(ctx))
+	defer func() { require.NoError(t, c.Stop(ctx)) }()
+	ts := admitted(t, cfg.Queue, runs)
+
+	// The first completion takes the loop into a transaction that waits on the limit row; the others
+	// finish meanwhile and queue up behind it.
+	release := lockLimit(t, cfg.Queue, "k")
+	results := make(chan bool, runs)
+	record := func(tk engine.Ticket) {
+		tk.OutcomeKind, tk.Outcome = engine.OutcomeCompleted, []byte(fmt.Sprint(tk.ID))
+		results <- c.Record(ctx, tk, 4)
+	}
+	go record(ts[0])
+	waitForLockWaiter(ctx, t, cfg.Queue)
+	for _, tk := range ts[1:] {
+		go record(tk)
+	}
+	require.Eventually(t, func() bool { return len(c.in) == runs-1 }, testDeadline, time.Millisecond, "the rest are queued")
+	release()
+	for range runs {
+		require.True(t, <-results)
+	}
+
+	var transactions = map[time.Time]int{} // tickets completed together share the transaction's instant
+	for _, tk := range ts {
+		got, err := cfg.Queue.Ticket(ctx, tk.ID)
+		require.NoError(t, err)
+		require.Equal(t, engine.TicketStateFinished, got.State)
+		require.Equal(t, []byte(fmt.Sprint(tk.ID)), got.Outcome, "each ticket has its own outcome")
+		require.Equal(t, int64(4), got.ActualCost)
+		transactions[got.FinishedAt]++
+	}
+	require.Len(t, transactions, 2, "one transaction for the first, one for the %d queued behind it", runs-1)
+	st, err := cfg.Queue.LimitStatus(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, st.State.InflightCount)
+	require.Zero(t, st.State.InflightTokens)
+}
+
+func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	before := goleak.IgnoreCurrent()
+	c := New(cfg).completer
+	require.NoError(t, c.Start(ctx))
+	ts := admitted(t, cfg.Queue, 3)
+	release := lockLimit(t, cfg.Queue, "k")
+	results := make(chan bool, len(ts))
+	record := func(tk engine.Ticket) { tk.OutcomeKind = engine.OutcomeCompleted; results <- c.Record(ctx, tk, -1) }
+	go record(ts[0])
+	waitForLockWaiter(ctx, t, cfg.Queue)
+	for _, tk := range ts[1:] {
+		go record(tk)
+	}
+	require.Eventually(t, func() bool { return len(c.in) == len(ts)-1 }, testDeadline, time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(ctx) }()
+	release() // the transaction under way ends: cancelled by the stop, or committed just before it
+	require.NoError(t, <-stopped)
+	recorded := 0
+	for range ts {
+		if <-results {
+			recorded++
+		}
+	}
+	require.LessOrEqual(t, recorded, 1, "only the transaction under way at the stop can have committed")
+	require.False(t, c.Record(ctx, ts[0], -1), "a stopped completer records nothing")
+	finished := 0
+	for i, tk := range ts {
+		got, err := cfg.Queue.Ticket(ctx, tk.ID)
+		require.NoError(t, err)
+		if got.State == engine.TicketStateFinished {
+			require.Zero(t, i, "only the first was in the transaction under way")
+			finished++
+		}
+	}
+	require.Equal(t, recorded, finished, "a completion answered true is recorded, one answered false is not")
+	goleak.VerifyNone(t, append(ignoreShared, before)...)
+}
