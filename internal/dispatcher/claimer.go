@@ -7,11 +7,13 @@ import (
 )
 
 // Claimer admits queued tickets of every owner: it runs the throttled dequeue whenever work is
-// notified, when the earliest blocked line can admit again, and every PollInterval.
+// notified, when the earliest blocked line can admit again, and every PollInterval. The tickets of
+// this process it admits it hands to the Runner at once; other owners' wait for their own take.
 type Claimer struct {
 	loops
 	*deps
 	notifier *engine.Notifier
+	runner   *Runner
 }
 
 // Start starts the claim loop.
@@ -24,7 +26,7 @@ func (c *Claimer) loop(ctx context.Context) {
 	work, unsubscribe := c.notifier.Subscribe(engine.TopicWork())
 	defer unsubscribe()
 	for {
-		res, err := c.q.Claim(ctx, engine.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining})
+		res, err := c.q.Claim(ctx, engine.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
 		next := c.cfg.PollInterval
 		switch {
 		case ctx.Err() != nil:
@@ -38,6 +40,9 @@ func (c *Claimer) loop(ctx context.Context) {
 		}
 		for _, t := range res.Admitted {
 			c.tm.Admitted(t, res.QueueDepth[t.LineKey], c.cfg.Owner)
+			if t.State == engine.TicketStateRunning {
+				c.runner.run(t) // this process's own: the claim took it, no take or notification
+			}
 		}
 		for _, t := range res.Expired {
 			c.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report

@@ -83,8 +83,8 @@ func New(cfg Config) *Dispatcher {
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = &Completer{deps: dp}
 	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
-	d.claimer = &Claimer{deps: dp, notifier: d.notifier}
 	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
+	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
 	d.maintainer = &Maintainer{deps: dp}
 	d.stopping.Store(true)
 	return d

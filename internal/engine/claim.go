@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -16,73 +15,6 @@ import (
 // maxLineScan bounds how far into one line a claim reads past tickets held back by their other
 // limits, so that a claim's cost stays bounded whatever the queue holds.
 const maxLineScan = 1000
-
-// Defaults and bounds of ClaimParams.
-const (
-	DefaultClaimMax      = 100
-	DefaultClaimMaxLines = 32
-)
-
-// ClaimParams bounds one claim.
-type ClaimParams struct {
-	// Max is the most tickets admitted by the claim, over all lines. Defaults to DefaultClaimMax.
-	Max int
-	// MaxLines is the most lines (limit keys with queued tickets) one claim locks. Claimers racing on
-	// many keys thus split them between themselves instead of one taking all. Defaults to
-	// DefaultClaimMaxLines.
-	MaxLines int
-	// MinRemaining skips tickets whose deadline is closer than this: admitting them would spend quota
-	// on work Temporal is about to time out. They are removed. Defaults to 0.
-	MinRemaining time.Duration
-}
-
-func (p ClaimParams) withDefaults() ClaimParams {
-	p.Max = cmp.Or(p.Max, DefaultClaimMax)
-	p.MaxLines = cmp.Or(p.MaxLines, DefaultClaimMaxLines)
-	return p
-}
-
-func (p ClaimParams) validate() error {
-	if p.Max < 0 || p.Max > 10_000 {
-		return fmt.Errorf("sluice: ClaimParams.Max must be in [1, 10000], got %d", p.Max)
-	}
-	if p.MaxLines < 0 || p.MaxLines > 10_000 {
-		return fmt.Errorf("sluice: ClaimParams.MaxLines must be in [1, 10000], got %d", p.MaxLines)
-	}
-	if p.MinRemaining < 0 {
-		return fmt.Errorf("sluice: ClaimParams.MinRemaining must be >= 0, got %s", p.MinRemaining)
-	}
-	return nil
-}
-
-// ClaimResult is what one claim did.
-type ClaimResult struct {
-	// Admitted are the tickets admitted, now in state admitted; their owners were notified.
-	Admitted []Ticket
-	// Expired are queued tickets removed because their deadline passed (or was closer than
-	// MinRemaining): Temporal has timed them out, so there is nothing to report.
-	Expired []Ticket
-	// Blocked gives, for each line this claim looked at and stopped on, why its head waits.
-	Blocked map[string]throttle.Reason
-	// RetryAt is the earliest instant at which a line blocked by a rate, a token budget, a pause or a
-	// not-before time could admit again. Zero when no line is waiting on time alone (a release of
-	// running work, which is notified, is what unblocks it), or when no line was looked at.
-	RetryAt time.Time
-	// Busy reports that lines with queued work were skipped because another claimer held them.
-	Busy bool
-	// QueueDepth is, for each line that admitted tickets, how many were still queued in it after the
-	// claim, counted up to 1,000 so that the count stays as cheap as the claim.
-	QueueDepth map[string]int64
-	// Now is the database instant of the claim's decisions: wait RetryAt.Sub(Now), so that clock skew
-	// between this process and the database does not matter.
-	Now time.Time
-}
-
-func (r *ClaimResult) retryAt(t time.Time) {
-	if !t.IsZero() && (r.RetryAt.IsZero() || t.Before(r.RetryAt)) {
-		r.RetryAt = t
-	}
-}
 
 // Claim admits queued tickets, in line order, as far as every limit they draw on allows, in one short
 // transaction. This is the throttled dequeue; run it from any number of processes.
@@ -297,10 +229,14 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	for _, a := range d.Admitted {
 		t := *byID[a.ID]
 		t.State, t.AdmittedAt = TicketStateAdmitted, a.At
+		if c.p.Owner != "" && t.Owner == c.p.Owner {
+			t.State = TicketStateRunning // the claimer runs it at once: no take, no notification
+		} else {
+			c.owners[t.Owner] = true
+		}
 		c.res.Admitted = append(c.res.Admitted, t)
 		c.admittedIDs = append(c.admittedIDs, t.ID)
 		c.admittedAt = append(c.admittedAt, a.At)
-		c.owners[t.Owner] = true
 	}
 	for _, w := range d.Waits {
 		// Written only when it changes, so that a line blocked for a long time costs no writes.
@@ -332,8 +268,9 @@ func (c *claimRun) store(ctx context.Context) error {
 	if len(c.admittedIDs) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t SET state = 'admitted', admitted_at = u.at
-		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), c.admittedIDs, c.admittedAt); err != nil {
+	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t
+		SET state = CASE WHEN $3 <> '' AND t.owner = $3 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
+		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), c.admittedIDs, c.admittedAt, c.p.Owner); err != nil {
 		return err
 	}
 	if err := q.saveLimits(ctx, tx, c.locked); err != nil {
