@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
@@ -31,36 +30,23 @@ type completion struct {
 // up to completeBatch, so that each limit row is locked once for all of them and claimers are woken
 // once. A run's Record returns only once its outcome is durable.
 type Completer struct {
-	loops
+	groupCommit[*completion]
 	*deps
-	in chan *completion
+}
 
-	mu        sync.RWMutex // held for reading while sending to in, for writing to stop accepting
-	accepting bool
+func newCompleter(dp *deps) *Completer {
+	c := &Completer{deps: dp}
+	c.groupCommit = groupCommit[*completion]{max: completeBatch, commit: c.commit,
+		refuse: func(req *completion) { req.done <- errCompleterStopped }}
+	return c
 }
 
 // Start starts the loop that records outcomes.
-func (c *Completer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.in == nil {
-		c.in = make(chan *completion, completeBatch)
-	}
-	if err := c.start(ctx, c.loop); err != nil {
-		return err
-	}
-	c.accepting = true
-	return nil
-}
+func (c *Completer) Start(ctx context.Context) error { return c.startBatches(ctx) }
 
 // Stop stops accepting completions, ends the retries of those under way (an outcome not yet recorded
 // stays with its ticket, which the stop hands back) and ends the loop.
-func (c *Completer) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	c.accepting = false
-	c.mu.Unlock()
-	return c.stop(ctx)
-}
+func (c *Completer) Stop(ctx context.Context) error { return c.stopBatches(ctx) }
 
 // Record records a finished run's outcome, releasing its reservation, and reports whether it did.
 // While the database is unreachable the completer retries with backoff, for up to completeRetryFor,
@@ -69,21 +55,10 @@ func (c *Completer) Stop(ctx context.Context) error {
 func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual int64) bool {
 	req := &completion{done: make(chan error, 1),
 		p: engine.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
-	c.mu.RLock()
-	if !c.accepting {
-		c.mu.RUnlock()
+	if !c.send(ctx, req) {
 		return false
 	}
-	select {
-	case c.in <- req:
-	case <-ctx.Done():
-		c.mu.RUnlock()
-		return false
-	}
-	c.mu.RUnlock()
-	// The loop answers every completion it receives, also when it stops.
-	err := <-req.done
-	switch {
+	switch err := <-req.done; {
 	case errors.Is(err, engine.ErrNotFound):
 		// Handed back while it ran (this process lost its lease, or stopped): Temporal already has
 		// a failure.
@@ -93,41 +68,6 @@ func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual int64) b
 		return false
 	}
 	return true
-}
-
-func (c *Completer) loop(ctx context.Context) {
-	for {
-		var first *completion
-		select {
-		case <-ctx.Done():
-			c.drain(errCompleterStopped)
-			return
-		case first = <-c.in:
-		}
-		batch := []*completion{first}
-	more:
-		for len(batch) < completeBatch {
-			select {
-			case req := <-c.in:
-				batch = append(batch, req)
-			default:
-				break more
-			}
-		}
-		c.commit(ctx, batch)
-	}
-}
-
-// drain answers the completions still queued, once Stop has ended the sends.
-func (c *Completer) drain(err error) {
-	for {
-		select {
-		case req := <-c.in:
-			req.done <- err
-		default:
-			return
-		}
-	}
 }
 
 // commit completes batch in one transaction, retrying with backoff while the database fails, and

@@ -89,7 +89,7 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	for _, tk := range ts[1:] {
 		go record(tk)
 	}
-	require.Eventually(t, func() bool { return len(c.in) == runs-1 }, testDeadline, time.Millisecond, "the rest are queued")
+	require.Eventually(t, func() bool { return c.queued() == runs-1 }, testDeadline, time.Millisecond, "the rest are queued")
 	release()
 	for range runs {
 		require.True(t, <-results)
@@ -127,7 +127,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 	for _, tk := range ts[1:] {
 		go record(tk)
 	}
-	require.Eventually(t, func() bool { return len(c.in) == len(ts)-1 }, testDeadline, time.Millisecond)
+	require.Eventually(t, func() bool { return c.queued() == len(ts)-1 }, testDeadline, time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Stop(ctx) }()
 	release() // the transaction under way ends: cancelled by the stop, or committed just before it

@@ -81,7 +81,7 @@ func New(cfg Config) *Dispatcher {
 		enc: encoder{data: cfg.DataConverter, failure: cfg.FailureConverter}, log: cfg.Logger, life: context.Background()}
 	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger)}
 	d.deliverer = &Deliverer{deps: dp}
-	d.completer = &Completer{deps: dp}
+	d.completer = newCompleter(dp)
 	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
 	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
