@@ -51,6 +51,8 @@ type Invocation struct {
 	limited  time.Time // the provider said 429 until then (sluiceactivity.RateLimited)
 	observed bool      // the run reported the provider's headers
 	running  bool
+	started  time.Time // when the run started; zero while queued
+	finished bool      // the activity returned: Sluice records and delivers its outcome
 	cancel   context.CancelCauseFunc
 	details  []any
 	pending  bool // details not yet sent
@@ -128,11 +130,11 @@ func (inv *Invocation) setTicket(id int64) {
 	inv.mu.Unlock()
 }
 
-// begin marks the invocation running ticket t, cancellable with cancel.
-func (inv *Invocation) begin(t engine.Ticket, cancel context.CancelCauseFunc) {
+// begin marks the invocation running ticket t from now, cancellable with cancel.
+func (inv *Invocation) begin(t engine.Ticket, cancel context.CancelCauseFunc, now time.Time) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	inv.ticketID, inv.running, inv.cancel = t.ID, true, cancel
+	inv.ticketID, inv.running, inv.cancel, inv.started, inv.finished = t.ID, true, cancel, now, false
 	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, ReservedCost: t.Cost,
 		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
 }
@@ -144,12 +146,13 @@ type runReport struct {
 	observed bool      // the provider's headers were reported
 }
 
-// finish returns what the run reported, forgetting that headers were observed.
+// finish marks the activity returned and returns what the run reported, forgetting that headers were
+// observed.
 func (inv *Invocation) finish() runReport {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	r := runReport{actual: inv.actual, limited: inv.limited, observed: inv.observed}
-	inv.observed = false
+	inv.observed, inv.finished = false, true
 	return r
 }
 
@@ -158,6 +161,7 @@ func (inv *Invocation) requeued(now time.Time) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.running, inv.cancel, inv.limited, inv.actual, inv.lastSent = false, nil, time.Time{}, -1, now
+	inv.started, inv.finished = time.Time{}, false
 }
 
 // state returns the ticket ID (0 while it is being written), whether a run is under way, and the
@@ -182,15 +186,22 @@ func (inv *Invocation) expired(now time.Time) bool {
 	return !inv.running && !inv.deadline.IsZero() && now.After(inv.deadline.Add(time.Second))
 }
 
-// heartbeatDue reports whether the heartbeat loop should heartbeat the invocation at now.
+// heartbeatDue reports whether the heartbeat loop should heartbeat the invocation at now. Sluice
+// keeps the attempt alive while it is in Sluice's hands: queued, and after the activity returned
+// while its outcome is recorded and delivered. While the activity runs, a HeartbeatTimeout is the
+// activity's own: Sluice only flushes the details it recorded, and sends one heartbeat if the last
+// one went out before the run started and the timeout is near, so that the activity has at least its
+// whole HeartbeatTimeout from its start, as it would without Sluice. A stuck activity is thus timed
+// out between 1 and 1.8 HeartbeatTimeouts after it started.
 func (inv *Invocation) heartbeatDue(now time.Time, interval time.Duration) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	since := now.Sub(inv.lastSent)
 	switch {
-	case inv.running && inv.hbTimeout > 0:
-		// The activity heartbeats itself: only flush details it recorded while throttled.
-		return inv.pending && since >= heartbeatThrottle(inv.hbTimeout)
+	case inv.running && !inv.finished && inv.hbTimeout > 0:
+		flush := inv.pending && since >= heartbeatThrottle(inv.hbTimeout)
+		bridge := inv.lastSent.Before(inv.started) && since >= inv.hbTimeout*8/10
+		return flush || bridge
 	case inv.hbTimeout > 0:
 		return since >= min(interval, inv.hbTimeout*8/10)
 	default:

@@ -25,6 +25,8 @@ func TestInvocation_HeartbeatDue(t *testing.T) {
 		hbTimeout time.Duration
 		running   bool
 		details   bool
+		startedAt time.Duration // after t0, when the run started (t0 itself unless set)
+		finished  bool
 		at        time.Duration // after t0, the last heartbeat
 		want      bool
 	}{
@@ -37,13 +39,21 @@ func TestInvocation_HeartbeatDue(t *testing.T) {
 		{name: "RunningWithTimeoutDetailsThrottled", hbTimeout: 10 * time.Second, running: true, details: true, at: 999 * time.Millisecond, want: false},
 		{name: "RunningWithTimeoutDetailsDue", hbTimeout: 10 * time.Second, running: true, details: true, at: time.Second, want: true},
 		{name: "RunningWithoutTimeoutUsesInterval", running: true, at: interval, want: true},
+		// The last heartbeat went out while queued, at t0; the run started at t0+1s.
+		{name: "RunStartedAfterLastHeartbeatBridgedNear80Percent", hbTimeout: 10 * time.Second, running: true, startedAt: time.Second, at: 8 * time.Second, want: true},
+		{name: "RunStartedAfterLastHeartbeatNotYet", hbTimeout: 10 * time.Second, running: true, startedAt: time.Second, at: 7999 * time.Millisecond, want: false},
+		{name: "FinishedRunKeptAliveLikeQueued", hbTimeout: 10 * time.Second, running: true, finished: true, at: interval, want: true},
+		{name: "FinishedRunNotBeforeInterval", hbTimeout: 10 * time.Second, running: true, finished: true, at: interval - time.Millisecond, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			inv := newTestInvocation(tt.hbTimeout, time.Time{})
 			if tt.running {
-				inv.begin(engine.Ticket{ID: 1}, func(error) {})
+				inv.begin(engine.Ticket{ID: 1}, func(error) {}, t0.Add(tt.startedAt))
+			}
+			if tt.finished {
+				inv.finish()
 			}
 			if tt.details {
 				inv.recordDetails([]any{"progress"}, t0)
@@ -70,7 +80,7 @@ func TestInvocation_Expired(t *testing.T) {
 	inv := newTestInvocation(0, t0)
 	require.False(t, inv.expired(t0.Add(time.Second)), "a second of grace past the deadline")
 	require.True(t, inv.expired(t0.Add(time.Second+time.Nanosecond)))
-	inv.begin(engine.Ticket{ID: 1}, func(error) {})
+	inv.begin(engine.Ticket{ID: 1}, func(error) {}, t0)
 	require.False(t, inv.expired(t0.Add(time.Hour)), "a running invocation is never swept: its run ends it")
 	require.False(t, newTestInvocation(0, time.Time{}).expired(t0.Add(time.Hour)), "no deadline, never expired")
 }
@@ -79,7 +89,7 @@ func TestInvocation_FinishAndRequeue(t *testing.T) {
 	t.Parallel()
 	inv := newTestInvocation(0, time.Time{})
 	var cause error
-	inv.begin(engine.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err })
+	inv.begin(engine.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
 	require.Equal(t, int64(7), inv.admissionFacts().TicketID)
 	inv.reportUsage(42)
 	inv.rateLimited(t0.Add(time.Second))

@@ -120,7 +120,7 @@ func (r *Runner) run(t engine.Ticket) {
 		return
 	}
 	runCtx, cancel := inv.runContext(runHandle{r: r, inv: inv})
-	inv.begin(t, cancel)
+	inv.begin(t, cancel, time.Now())
 	runCtx, span := r.tm.StartRun(runCtx, t)
 	r.track(1)
 	go func() {
