@@ -37,7 +37,9 @@
 // the queue as well as the run: set it to the longest wait you accept plus the run. A ticket whose
 // deadline has passed is never admitted. Queued tickets are heartbeated (every HeartbeatInterval, and
 // at least every 0.8 x HeartbeatTimeout), so a wait longer than the HeartbeatTimeout is fine, and a
-// cancelled workflow's queued activities are removed within one HeartbeatInterval.
+// cancelled workflow's queued activities are removed within one HeartbeatInterval. A running activity
+// has at least its whole HeartbeatTimeout from its start, as without Sluice, and once it returns the
+// attempt is heartbeated until its outcome is delivered.
 //
 // # Failures
 //
