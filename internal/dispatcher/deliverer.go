@@ -34,24 +34,11 @@ func (d *Deliverer) Start(ctx context.Context) error { return d.start(ctx, d.loo
 func (d *Deliverer) Stop(ctx context.Context) error { return d.stop(ctx) }
 
 func (d *Deliverer) loop(ctx context.Context) {
-	for {
-		ts, err := d.q.TakeDeliveries(ctx, d.cfg.ClaimBatch, 10*time.Second)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			d.log.Warn("sluice: take deliveries", "error", err)
-		}
-		for _, t := range ts {
-			d.DeliverAndAck(ctx, t)
-		}
-		if len(ts) == d.cfg.ClaimBatch {
-			continue
-		}
-		if !wait(ctx, nil, d.cfg.PollInterval) {
-			return
-		}
-	}
+	d.takeLoop(ctx, nil, "take deliveries",
+		func(ctx context.Context, n int) ([]engine.Ticket, error) {
+			return d.q.TakeDeliveries(ctx, n, 10*time.Second)
+		},
+		d.DeliverAndAck)
 }
 
 // DeliverAndAck delivers and, once Temporal has it, removes the ticket. A failed delivery stays in

@@ -36,31 +36,25 @@ func (h *Heartbeater) Start(ctx context.Context) error { return h.start(ctx, h.l
 func (h *Heartbeater) Stop(ctx context.Context) error { return h.stop(ctx) }
 
 func (h *Heartbeater) loop(ctx context.Context) {
-	tick := time.NewTicker(min(250*time.Millisecond, h.cfg.HeartbeatInterval/2))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	every(ctx, min(250*time.Millisecond, h.cfg.HeartbeatInterval/2), func() { h.sendDue(ctx, time.Now()) })
+}
+
+// sendDue sends the heartbeats due at now in parallel, a bounded number at a time, so that the
+// interval between two heartbeats of one ticket does not grow with the number of tickets held.
+func (h *Heartbeater) sendDue(ctx context.Context, now time.Time) {
+	sem := make(chan struct{}, heartbeatParallelism)
+	var wg sync.WaitGroup
+	for _, inv := range h.reg.snapshot() {
+		if !inv.heartbeatDue(now, h.cfg.HeartbeatInterval) {
+			continue
 		}
-		now := time.Now()
-		// Heartbeats go out in parallel, a bounded number at a time, so that the interval between
-		// two heartbeats of one ticket does not grow with the number of tickets held.
-		sem := make(chan struct{}, heartbeatParallelism)
-		var wg sync.WaitGroup
-		for _, inv := range h.reg.snapshot() {
-			if !inv.heartbeatDue(now, h.cfg.HeartbeatInterval) {
-				continue
-			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				h.Send(ctx, inv)
-			})
-		}
-		wg.Wait()
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h.Send(ctx, inv)
+		})
 	}
+	wg.Wait()
 }
 
 // RecordDetails keeps the details an activity run by Sluice heartbeats with and sends them when due

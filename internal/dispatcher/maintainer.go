@@ -32,30 +32,16 @@ func (m *Maintainer) Start(ctx context.Context) error { return m.start(ctx, m.re
 func (m *Maintainer) Stop(ctx context.Context) error { return m.stop(ctx) }
 
 func (m *Maintainer) renew(ctx context.Context) {
-	tick := time.NewTicker(m.cfg.LeaseTTL / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := m.q.RenewLease(ctx, m.cfg.Owner, m.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
-				m.log.Warn("sluice: renew lease", "owner", m.cfg.Owner, "error", err)
-			}
+	every(ctx, m.cfg.LeaseTTL/3, func() {
+		if err := m.q.RenewLease(ctx, m.cfg.Owner, m.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
+			m.log.Warn("sluice: renew lease", "owner", m.cfg.Owner, "error", err)
 		}
-	}
+	})
 }
 
 func (m *Maintainer) sweep(ctx context.Context) {
-	tick := time.NewTicker(min(time.Second, m.cfg.LeaseTTL/3))
-	defer tick.Stop()
 	lastPrune := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	every(ctx, min(time.Second, m.cfg.LeaseTTL/3), func() {
 		// Any survivor hands back a dead owner's tickets; the delivery loops report them.
 		back, err := m.q.HandBack(ctx, engine.HandBackParams{})
 		if err != nil && ctx.Err() == nil {
@@ -72,7 +58,7 @@ func (m *Maintainer) sweep(ctx context.Context) {
 				m.log.Warn("sluice: prune", "error", err)
 			}
 		}
-	}
+	})
 }
 
 // forgetExpired forgets queued invocations whose Temporal deadline has passed: Temporal has timed

@@ -41,24 +41,11 @@ func (r *Runner) Stop(ctx context.Context) error { return r.stop(ctx) }
 func (r *Runner) loop(ctx context.Context) {
 	admitted, unsubscribe := r.notifier.Subscribe(engine.TopicAdmitted(r.cfg.Owner))
 	defer unsubscribe()
-	for {
-		ts, err := r.q.TakeAdmitted(ctx, r.cfg.Owner, r.cfg.ClaimBatch)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			r.log.Warn("sluice: take admitted tickets", "error", err)
-		}
-		for _, t := range ts {
-			r.run(t)
-		}
-		if len(ts) == r.cfg.ClaimBatch {
-			continue
-		}
-		if !wait(ctx, admitted, r.cfg.PollInterval) {
-			return
-		}
-	}
+	r.takeLoop(ctx, admitted, "take admitted tickets",
+		func(ctx context.Context, n int) ([]engine.Ticket, error) {
+			return r.q.TakeAdmitted(ctx, r.cfg.Owner, n)
+		},
+		func(_ context.Context, t engine.Ticket) { r.run(t) })
 }
 
 // Drain waits for the runs under way to end. If they have not within timeout, it cancels them (their

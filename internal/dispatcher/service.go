@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // errStarted is returned by a service's Start when it already runs.
@@ -49,6 +51,45 @@ func (l *loops) stop(context.Context) error {
 	cancel()
 	wg.Wait()
 	return nil
+}
+
+// takeLoop takes up to batch tickets with take and hands each to each, at once again while batches
+// come back full, else after wake fires or every poll, until ctx is done. what names the take in
+// the warning a failed one logs.
+func (d *deps) takeLoop(ctx context.Context, wake <-chan struct{}, what string,
+	take func(ctx context.Context, batch int) ([]engine.Ticket, error), each func(context.Context, engine.Ticket)) {
+	for {
+		ts, err := take(ctx, d.cfg.ClaimBatch)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			d.log.Warn("sluice: "+what, "error", err)
+		}
+		for _, t := range ts {
+			each(ctx, t)
+		}
+		if len(ts) == d.cfg.ClaimBatch {
+			continue
+		}
+		if !wait(ctx, wake, d.cfg.PollInterval) {
+			return
+		}
+	}
+}
+
+// every calls fn every d until ctx is done.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fn()
+		}
+	}
 }
 
 // wait blocks until ch fires, d passes, or ctx is done; it reports whether ctx is still live.
