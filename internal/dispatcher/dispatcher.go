@@ -64,6 +64,7 @@ type Dispatcher struct {
 	claimer     *Claimer
 	runner      *Runner
 	completer   *Completer
+	enqueuer    *Enqueuer
 	deliverer   *Deliverer
 	heartbeater *Heartbeater
 	maintainer  *Maintainer
@@ -82,6 +83,7 @@ func New(cfg Config) *Dispatcher {
 	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger)}
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
+	d.enqueuer = newEnqueuer(dp)
 	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
 	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
@@ -107,7 +109,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("sluice: %w", err)
 	}
 	d.deps.life, d.endLife = context.WithCancel(context.WithoutCancel(ctx))
-	started := []interface{ Start(context.Context) error }{d.completer, d.deliverer, d.heartbeater, d.maintainer, d.runner, d.claimer}
+	started := []interface{ Start(context.Context) error }{d.completer, d.deliverer, d.heartbeater, d.maintainer, d.runner, d.enqueuer, d.claimer}
 	err := d.notify.start(ctx, func(ctx context.Context) { _ = d.notifier.Run(ctx) })
 	for _, s := range started {
 		if err != nil {
@@ -137,6 +139,8 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 	d.stopping.Store(true)
 	bg := context.WithoutCancel(ctx)
 	_ = d.claimer.Stop(bg)
+	// No ticket is written after this, so the hand-back finds every one.
+	_ = d.enqueuer.Stop(bg)
 	d.handBackOwn(bg, true)
 	grace, cancel := context.WithTimeout(bg, drainGrace)
 	if !d.runner.Drain(grace, time.Duration(d.stopTimeout.Load())) {
@@ -154,7 +158,7 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 
 // stopServices stops every service, the last started first.
 func (d *Dispatcher) stopServices(ctx context.Context) error {
-	return errors.Join(d.claimer.Stop(ctx), d.runner.Stop(ctx), d.maintainer.Stop(ctx), d.heartbeater.Stop(ctx),
+	return errors.Join(d.claimer.Stop(ctx), d.enqueuer.Stop(ctx), d.runner.Stop(ctx), d.maintainer.Stop(ctx), d.heartbeater.Stop(ctx),
 		d.deliverer.Stop(ctx), d.completer.Stop(ctx), d.notify.stop(ctx))
 }
 
@@ -177,7 +181,8 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 	}
 }
 
-// Enqueue holds inv and writes its ticket; a ticket naming a limit that does not exist fails with
+// Enqueue holds inv and writes its ticket through the Enqueuer, which writes the tickets of concurrent
+// calls in one statement; a ticket naming a limit that does not exist fails with
 // engine.ErrUnknownLimit. Past MaxHeld invocations it waits for a slot, until ctx is
 // done, so that the backlog stays in Temporal's task queue rather than in this process's memory.
 func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p engine.EnqueueParams) error {
@@ -188,7 +193,7 @@ func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p engine.Enqu
 	p.TraceContext = d.deps.tm.Inject(ctx)
 	// Held before the ticket exists, so that an admission racing the enqueue finds it.
 	d.deps.reg.hold(inv)
-	t, err := d.deps.q.Enqueue(ctx, p)
+	t, err := d.enqueuer.Write(ctx, p)
 	if err != nil {
 		d.deps.reg.drop(inv)
 		return err

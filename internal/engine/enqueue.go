@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -79,113 +78,140 @@ func (p *EnqueueParams) validate() error {
 	return nil
 }
 
+
+// MaxEnqueueBatch bounds the tickets one EnqueueMany writes, so that its arrays stay well inside one
+// statement's limits.
+const MaxEnqueueBatch = 10000
+
 // Enqueue writes a ticket and wakes the claimers. A retry of an activity attempt whose earlier ticket
 // was handed back (same namespace, workflow, run and activity ID, a lower attempt) takes that
 // ticket's place in line rather than going to the back. It returns the ticket as written.
 func (q *Queue) Enqueue(ctx context.Context, p EnqueueParams) (Ticket, error) {
-	return q.enqueue(ctx, q.pool, p)
+	return q.enqueueOne(ctx, q.pool, p)
 }
 
 // EnqueueTx is Enqueue inside tx: the ticket exists when, and only when, tx commits.
 func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, p EnqueueParams) (Ticket, error) {
-	return q.enqueue(ctx, tx, p)
+	return q.enqueueOne(ctx, tx, p)
 }
 
-func (q *Queue) enqueue(ctx context.Context, db DB, p EnqueueParams) (Ticket, error) {
-	if err := p.validate(); err != nil {
-		return Ticket{}, err
+func (q *Queue) enqueueOne(ctx context.Context, db DB, p EnqueueParams) (Ticket, error) {
+	ts, err := q.enqueueMany(ctx, db, []EnqueueParams{p})
+	if err != nil {
+		return Ticket{}, unwrapOne(err)
 	}
-	var t Ticket
-	err := InTx(ctx, db, func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, q.s(`SELECT count(*) FROM {s}.sluice_limit WHERE key = ANY($1)`), p.LimitKeys).Scan(&n); err != nil {
-			return err
+	return ts[0], nil
+}
+
+// EnqueueMany writes every ticket of ps, or none: Enqueue for many at once, in one transaction and
+// one statement, in the order given (within a line, tickets of equal priority and fair-share tag are
+// admitted in that order). An invalid ticket, or one naming a limit that does not exist, fails the
+// whole call with an error naming its index. It returns the tickets as written, in the order of ps.
+func (q *Queue) EnqueueMany(ctx context.Context, ps []EnqueueParams) ([]Ticket, error) {
+	return q.enqueueMany(ctx, q.pool, ps)
+}
+
+// EnqueueManyTx is EnqueueMany inside tx: the tickets exist when, and only when, tx commits.
+func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParams) ([]Ticket, error) {
+	return q.enqueueMany(ctx, tx, ps)
+}
+
+// EnqueueEach writes the tickets of ps that are valid and name only limits that exist, in one
+// transaction and one statement, and reports each of the others' reasons: the write of a group commit,
+// where one caller's bad ticket must not fail the others'. errs[i] is nil when ts[i] was written; err
+// is the whole statement's failure, when nothing was written.
+func (q *Queue) EnqueueEach(ctx context.Context, ps []EnqueueParams) (ts []Ticket, errs []error, err error) {
+	errs = make([]error, len(ps))
+	valid := make([]EnqueueParams, 0, len(ps))
+	at := make([]int, 0, len(ps)) // index in ps of each valid ticket
+	for i := range ps {
+		p := ps[i]
+		if errs[i] = p.validate(); errs[i] == nil {
+			valid = append(valid, p)
+			at = append(at, i)
 		}
-		if n != len(p.LimitKeys) {
-			return fmt.Errorf("%w: EnqueueParams.LimitKeys %q names a limit that was never upserted", ErrUnknownLimit, p.LimitKeys)
-		}
-		line := p.LimitKeys[0]
-		place, inherited, err := q.inheritPlace(ctx, tx, p)
-		if err != nil {
-			return err
-		}
-		if !inherited {
-			place, err = q.newPlace(ctx, tx, line, p)
-			if err != nil {
-				return err
+	}
+	ts = make([]Ticket, len(ps))
+	if len(valid) == 0 {
+		return ts, errs, nil
+	}
+	err = InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		written, err := q.enqueueRows(ctx, tx, valid)
+		for j, i := range at {
+			if t, ok := written[j]; ok {
+				ts[i] = t
+			} else {
+				errs[i] = unknownLimit(valid[j])
 			}
 		}
-		var deadline, notBefore any
-		if !p.Deadline.IsZero() {
-			deadline = p.Deadline
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	return ts, errs, nil
+}
+
+func (q *Queue) enqueueMany(ctx context.Context, db DB, ps []EnqueueParams) ([]Ticket, error) {
+	if len(ps) > MaxEnqueueBatch {
+		return nil, fmt.Errorf("sluice: EnqueueMany takes at most %d tickets, got %d", MaxEnqueueBatch, len(ps))
+	}
+	ps = slices.Clone(ps) // validate fills in defaults
+	for i := range ps {
+		if err := ps[i].validate(); err != nil {
+			return nil, &indexError{i: i, n: len(ps), err: err}
 		}
-		if !p.NotBefore.IsZero() {
-			notBefore = p.NotBefore
-		}
-		t, err = scanTicket(tx.QueryRow(ctx, q.s(`INSERT INTO {s}.sluice_ticket
-			(state, line_key, limit_keys, cost, priority, fairness_key, vstart, seq, owner, namespace, workflow_id, run_id,
-			 activity_id, activity_type, attempt, task_token, deadline, not_before, enqueued_at, trace_context)
-			VALUES ('queued', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-				coalesce($17::timestamptz, '-infinity'), coalesce($18::timestamptz, clock_timestamp()), nullif($19, ''))
-			RETURNING `+ticketColumns),
-			line, p.LimitKeys, p.Cost, place.Priority, p.FairnessKey, place.Start, place.Seq, p.Owner, p.Namespace,
-			p.WorkflowID, p.RunID, p.ActivityID, p.ActivityType, p.Attempt, p.TaskToken, deadline, notBefore,
-			q.nowArg(), p.TraceContext))
+	}
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	ts := make([]Ticket, len(ps))
+	err := InTx(ctx, db, func(tx pgx.Tx) error {
+		written, err := q.enqueueRows(ctx, tx, ps)
 		if err != nil {
 			return err
 		}
-		return q.notify(ctx, tx, kindWork, line)
-	})
-	if err != nil {
-		if errors.Is(err, ErrUnknownLimit) {
-			return Ticket{}, err
+		for i := range ps {
+			t, ok := written[i]
+			if !ok {
+				return &indexError{i: i, n: len(ps), err: unknownLimit(ps[i])}
+			}
+			ts[i] = t
 		}
-		return Ticket{}, fmt.Errorf("sluice: enqueue: %w", err)
+		return nil
+	})
+	var ie *indexError
+	if err != nil && !errors.As(err, &ie) {
+		return nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	return t, nil
+	return ts, err
 }
 
-// inheritPlace finds the place of an earlier attempt of the same activity that was handed back (or
-// whose queued ticket went stale when Temporal timed it out), and removes that ticket.
-func (q *Queue) inheritPlace(ctx context.Context, tx pgx.Tx, p EnqueueParams) (throttle.Place, bool, error) {
-	if p.ActivityID == "" || p.Attempt <= 1 {
-		return throttle.Place{}, false, nil
-	}
-	var place throttle.Place
-	err := tx.QueryRow(ctx, q.s(`WITH prev AS (
-			DELETE FROM {s}.sluice_ticket
-			WHERE namespace = $1 AND workflow_id = $2 AND run_id = $3 AND activity_id = $4 AND attempt < $5
-				AND line_key = $6 AND state IN ('returned', 'queued')
-			RETURNING priority, vstart, seq)
-		SELECT priority, vstart, seq FROM prev ORDER BY priority, vstart, seq LIMIT 1`),
-		p.Namespace, p.WorkflowID, p.RunID, p.ActivityID, p.Attempt, p.LimitKeys[0]).Scan(&place.Priority, &place.Start, &place.Seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return throttle.Place{}, false, nil
-	}
-	return place, err == nil, err
+func unknownLimit(p EnqueueParams) error {
+	return fmt.Errorf("%w: EnqueueParams.LimitKeys %q names a limit that was never upserted", ErrUnknownLimit, p.LimitKeys)
 }
 
-// newPlace tags a new ticket for fair share and arrival order.
-func (q *Queue) newPlace(ctx context.Context, tx pgx.Tx, line string, p EnqueueParams) (throttle.Place, error) {
-	place := throttle.Place{Priority: p.Priority}
-	if p.FairnessKey == "" {
-		// No fair share: start at the line's virtual time, so that the ticket neither jumps ahead of
-		// fair-shared work nor falls behind it; ties go by arrival. Reading, not writing, keeps
-		// unfair enqueues from contending on one row.
-		err := tx.QueryRow(ctx, q.s(`SELECT vtime, nextval('{s}.sluice_ticket_seq') FROM {s}.sluice_limit WHERE key = $1`), line).
-			Scan(&place.Start, &place.Seq)
-		return place, err
+// indexError is the failure of one ticket of a batch: it names the ticket's index when the batch has
+// more than one.
+type indexError struct {
+	i, n int
+	err  error
+}
+
+func (e *indexError) Error() string {
+	if e.n == 1 {
+		return e.err.Error()
 	}
-	inc := throttle.FairIncrement(p.Cost, p.Weight)
-	if math.IsInf(inc, 0) || math.IsNaN(inc) {
-		return place, fmt.Errorf("sluice: fair-share increment of cost %d weight %v is not finite", p.Cost, p.Weight)
+	return fmt.Sprintf("ticket %d of %d: %v", e.i, e.n, e.err)
+}
+
+func (e *indexError) Unwrap() error { return e.err }
+
+// unwrapOne returns the error of a batch of one as Enqueue has always returned it.
+func unwrapOne(err error) error {
+	var ie *indexError
+	if errors.As(err, &ie) {
+		return ie.err
 	}
-	var finish float64
-	err := tx.QueryRow(ctx, q.s(`INSERT INTO {s}.sluice_fair AS f (line_key, fairness_key, finish)
-		SELECT $1, $2, l.vtime + $3 FROM {s}.sluice_limit l WHERE l.key = $1
-		ON CONFLICT (line_key, fairness_key) DO UPDATE
-			SET finish = greatest(f.finish, (SELECT vtime FROM {s}.sluice_limit WHERE key = $1)) + $3, updated_at = now()
-		RETURNING finish, nextval('{s}.sluice_ticket_seq')`), line, p.FairnessKey, inc).Scan(&finish, &place.Seq)
-	place.Start = finish - inc
-	return place, err
+	return err
 }

@@ -1,0 +1,81 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+// enqueueBatch bounds the tickets one statement writes.
+const enqueueBatch = 100
+
+// errEnqueuerStopped answers a ticket the enqueuer stopped before writing: the worker is stopping,
+// and Temporal retries the activity.
+var errEnqueuerStopped = errors.New("sluice: the worker is stopping; the ticket was not written")
+
+// enqueueRequest is one ticket waiting to be written.
+type enqueueRequest struct {
+	p    engine.EnqueueParams
+	done chan enqueueResult
+}
+
+type enqueueResult struct {
+	t   engine.Ticket
+	err error
+}
+
+// Enqueuer writes the tickets of concurrent ExecuteActivity calls. Its loop is a group commit: the
+// tickets that arrived while one statement was under way are written together by the next, up to
+// enqueueBatch, in one transaction and one multi-row statement. A call returns only once its ticket
+// is durable; a lone ticket is written at once.
+type Enqueuer struct {
+	groupCommit[*enqueueRequest]
+	*deps
+}
+
+func newEnqueuer(dp *deps) *Enqueuer {
+	e := &Enqueuer{deps: dp}
+	e.groupCommit = groupCommit[*enqueueRequest]{max: enqueueBatch, commit: e.commit,
+		refuse: func(r *enqueueRequest) { r.done <- enqueueResult{err: errEnqueuerStopped} }}
+	return e
+}
+
+// Start starts the loop that writes tickets.
+func (e *Enqueuer) Start(ctx context.Context) error { return e.startBatches(ctx) }
+
+// Stop stops accepting tickets and ends the loop; a ticket it has not written is answered
+// errEnqueuerStopped.
+func (e *Enqueuer) Stop(ctx context.Context) error { return e.stopBatches(ctx) }
+
+// Write writes p's ticket and returns it once it is durable, or why it was not written: p's own
+// fault (engine.ErrUnknownLimit, a validation error), the database's, or the enqueuer stopping.
+func (e *Enqueuer) Write(ctx context.Context, p engine.EnqueueParams) (engine.Ticket, error) {
+	req := &enqueueRequest{p: p, done: make(chan enqueueResult, 1)}
+	if !e.send(ctx, req) {
+		if err := ctx.Err(); err != nil {
+			return engine.Ticket{}, err
+		}
+		return engine.Ticket{}, errEnqueuerStopped
+	}
+	// Once sent, the request is answered promptly (by the statement or by the stop); returning
+	// before its answer would leave a ticket nobody holds.
+	r := <-req.done
+	return r.t, r.err
+}
+
+// commit writes batch in one statement and answers each request.
+func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
+	ps := make([]engine.EnqueueParams, len(batch))
+	for i, r := range batch {
+		ps[i] = r.p
+	}
+	ts, errs, err := e.q.EnqueueEach(ctx, ps)
+	for i, r := range batch {
+		if err != nil {
+			r.done <- enqueueResult{err: err}
+			continue
+		}
+		r.done <- enqueueResult{t: ts[i], err: errs[i]}
+	}
+}

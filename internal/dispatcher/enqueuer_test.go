@@ -1,0 +1,163 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// lockFair holds the fair-share row of (line, fairness key) until the returned function is called: an
+// enqueue of a ticket with that fairness key waits meanwhile.
+func lockFair(t *testing.T, q *engine.Queue, line, fairnessKey string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := q.Pool().Begin(ctx)
+	require.NoError(t, err)
+	tag, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{q.Schema(), "sluice_fair"}.Sanitize()+
+		` WHERE line_key = $1 AND fairness_key = $2 FOR UPDATE`, line, fairnessKey)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+	t.Cleanup(release)
+	return release
+}
+
+func ticketParams(i int, fairnessKey string, keys ...string) engine.EnqueueParams {
+	return engine.EnqueueParams{LimitKeys: keys, Cost: 10, Owner: "o", FairnessKey: fairnessKey,
+		Namespace: "default", WorkflowID: fmt.Sprint("wf-", i), RunID: "run", ActivityID: "1", Attempt: 1}
+}
+
+// transactionOf returns the transaction that wrote each ticket (its row's xmin).
+func transactionOf(ctx context.Context, t *testing.T, q *engine.Queue, ids ...int64) map[int64]string {
+	t.Helper()
+	rows, err := q.Pool().Query(ctx, `SELECT id, xmin::text FROM `+pgx.Identifier{q.Schema(), "sluice_ticket"}.Sanitize()+
+		` WHERE id = ANY($1)`, ids)
+	require.NoError(t, err)
+	out := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var xmin string
+		require.NoError(t, rows.Scan(&id, &xmin))
+		out[id] = xmin
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func TestEnqueuer_GroupCommit(t *testing.T) {
+	const calls = 40
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	e := New(cfg).enqueuer
+	require.NoError(t, e.Start(ctx))
+	defer func() { require.NoError(t, e.Stop(ctx)) }()
+	_, err := e.Write(ctx, ticketParams(-1, "t1", "k"))
+	require.NoError(t, err)
+
+	// The first call takes the loop into a statement that waits on the fair-share row; the others
+	// arrive meanwhile and queue up behind it. One of them names a limit that does not exist.
+	release := lockFair(t, cfg.Queue, "k", "t1")
+	type result struct {
+		i   int
+		t   engine.Ticket
+		err error
+	}
+	results := make(chan result, calls)
+	write := func(i int, p engine.EnqueueParams) {
+		tk, err := e.Write(ctx, p)
+		results <- result{i, tk, err}
+	}
+	go write(0, ticketParams(0, "t1", "k"))
+	waitForLockWaiter(ctx, t, cfg.Queue)
+	const bad = 17
+	for i := 1; i < calls; i++ {
+		p := ticketParams(i, []string{"", "t1", "t2"}[i%3], "k")
+		if i == bad {
+			p.LimitKeys = []string{"k", "nope"}
+		}
+		go write(i, p)
+	}
+	require.Eventually(t, func() bool { return e.queued() == calls-1 }, testDeadline, time.Millisecond, "the rest are queued")
+	release()
+
+	var ids []int64
+	byCall := map[int64]int{}
+	for range calls {
+		r := <-results
+		if r.i == bad {
+			require.ErrorIs(t, r.err, engine.ErrUnknownLimit, "the bad ticket fails alone")
+			continue
+		}
+		require.NoError(t, r.err, "call %d", r.i)
+		require.Equal(t, fmt.Sprint("wf-", r.i), r.t.WorkflowID, "each call gets its own ticket")
+		ids = append(ids, r.t.ID)
+		byCall[r.t.ID] = r.i
+	}
+	tx := transactionOf(ctx, t, cfg.Queue, ids...)
+	require.Len(t, tx, calls-1, "every answered ticket is durable")
+	groups := map[string]int{}
+	for id, x := range tx {
+		if byCall[id] != 0 {
+			groups[x]++
+		}
+	}
+	require.Len(t, groups, 1, "the %d queued behind the first were written by one transaction", calls-2)
+	for x, n := range groups {
+		require.Equal(t, calls-2, n)
+		require.NotEqual(t, x, tx[firstID(byCall)], "the first was written by its own")
+	}
+}
+
+func firstID(byCall map[int64]int) int64 {
+	for id, i := range byCall {
+		if i == 0 {
+			return id
+		}
+	}
+	return 0
+}
+
+func TestEnqueuer_StopAnswersWhatItHolds(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	e := New(cfg).enqueuer
+	require.NoError(t, e.Start(ctx))
+	_, err := e.Write(ctx, ticketParams(-1, "t1", "k"))
+	require.NoError(t, err)
+	release := lockFair(t, cfg.Queue, "k", "t1")
+	errs := make(chan error, 3)
+	write := func(i int) { _, err := e.Write(ctx, ticketParams(i, "t1", "k")); errs <- err }
+	go write(0)
+	waitForLockWaiter(ctx, t, cfg.Queue)
+	go write(1)
+	go write(2)
+	require.Eventually(t, func() bool { return e.queued() == 2 }, testDeadline, time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(ctx) }()
+	release() // the statement under way ends: cancelled by the stop, or committed just before it
+	require.NoError(t, <-stopped)
+	written := 0
+	for range 3 {
+		if err := <-errs; err == nil {
+			written++
+		}
+	}
+	require.LessOrEqual(t, written, 1, "only the statement under way at the stop can have committed")
+	_, err = e.Write(ctx, ticketParams(3, "", "k"))
+	require.ErrorIs(t, err, errEnqueuerStopped, "a stopped enqueuer writes nothing")
+	var n int
+	require.NoError(t, cfg.Queue.Pool().QueryRow(ctx, `SELECT count(*) FROM `+
+		pgx.Identifier{cfg.Queue.Schema(), "sluice_ticket"}.Sanitize()).Scan(&n))
+	require.Equal(t, 1+written, n, "a ticket answered with an error is not written; one answered without is")
+}
