@@ -40,6 +40,7 @@ func ExampleMigrations() {
 	// Output:
 	// 001 create_queue
 	// 002 learned_limits
+	// 003 release_ledger
 }
 
 func ExampleValidateSchema() {

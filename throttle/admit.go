@@ -126,15 +126,45 @@ func (l Limit) Admit(s State, now time.Time, cost int64) State {
 // given back, and usage above it is taken as debt. A negative actual means "not reported": the
 // reservation stands as spent.
 func (l Limit) Release(s State, now time.Time, reserved, actual int64) State {
-	if reserved < 0 {
-		reserved = 0
+	return l.ReleaseMany(s, now, Released1(reserved, actual))
+}
+
+// Released is what finished tickets give back to a limit, summed over them: how many they were, the
+// tokens they had reserved, and Refund, the unused part of the reservations whose usage was reported
+// (negative for usage above them). Sums of Released add up: Add.
+type Released struct {
+	Count    int
+	Reserved int64
+	Refund   float64
+}
+
+// Released1 is what one ticket gives back: reserved tokens (negative counts as 0), of which the
+// activity reported actual (negative: not reported, the reservation stands as spent).
+func Released1(reserved, actual int64) Released {
+	reserved = max(0, reserved)
+	r := Released{Count: 1, Reserved: reserved}
+	if actual >= 0 {
+		r.Refund = float64(reserved - actual)
 	}
+	return r
+}
+
+// Add returns the sum of r and o.
+func (r Released) Add(o Released) Released {
+	return Released{Count: r.Count + o.Count, Reserved: r.Reserved + o.Reserved, Refund: r.Refund + o.Refund}
+}
+
+// ReleaseMany returns s after the tickets summed in r finished, applied at now: the in-flight figures
+// drop by theirs, and the token bucket is refilled to now and given r.Refund (at most up to its
+// burst). That is the tickets released one by one, the debts first: only where the burst cuts a
+// refund off can an order of release matter.
+func (l Limit) ReleaseMany(s State, now time.Time, r Released) State {
 	s = l.Refill(s, now)
-	if l.TokensPerMinute > 0 && actual >= 0 {
-		s.Tokens = s.Tokens.Give(float64(reserved-actual), l.TokenBurst)
+	if l.TokensPerMinute > 0 && r.Refund != 0 {
+		s.Tokens = s.Tokens.Give(r.Refund, l.TokenBurst)
 	}
-	s.InflightCount = max(0, s.InflightCount-1)
-	s.InflightTokens = max(0, s.InflightTokens-reserved)
+	s.InflightCount = max(0, s.InflightCount-r.Count)
+	s.InflightTokens = max(0, s.InflightTokens-r.Reserved)
 	return s
 }
 

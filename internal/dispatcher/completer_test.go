@@ -30,14 +30,14 @@ func admitted(t *testing.T, q *engine.Queue, n int) []engine.Ticket {
 	return res.Admitted
 }
 
-// lockLimit holds limit k's row in a transaction of its own until the returned function is called:
-// completions, which lock it, wait meanwhile.
-func lockLimit(t *testing.T, q *engine.Queue, key string) (release func()) {
+// lockTicket holds ticket id's row in a transaction of its own until the returned function is
+// called: a completion of it, which locks it, waits meanwhile.
+func lockTicket(t *testing.T, q *engine.Queue, id int64) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := q.Pool().Begin(ctx)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{q.Schema(), "sluice_limit"}.Sanitize()+` WHERE key = $1 FOR UPDATE`, key)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{q.Schema(), "sluice_ticket"}.Sanitize()+` WHERE id = $1 FOR UPDATE`, id)
 	require.NoError(t, err)
 	var once sync.Once
 	release = func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
@@ -45,8 +45,8 @@ func lockLimit(t *testing.T, q *engine.Queue, key string) (release func()) {
 	return release
 }
 
-// waitForLockWaiter waits until a statement on q's schema waits for a lock: the completer's
-// transaction has reached the row lockLimit holds.
+// waitForLockWaiter waits until a statement on q's schema waits for a lock: the completer's (or
+// enqueuer's) statement has reached the row the test holds.
 func waitForLockWaiter(ctx context.Context, t *testing.T, q *engine.Queue) {
 	t.Helper()
 	for {
@@ -76,9 +76,9 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
 	ts := admitted(t, cfg.Queue, runs)
 
-	// The first completion takes the loop into a transaction that waits on the limit row; the others
-	// finish meanwhile and queue up behind it.
-	release := lockLimit(t, cfg.Queue, "k")
+	// The first completion takes the loop into a statement that waits on its ticket's row; the
+	// others finish meanwhile and queue up behind it.
+	release := lockTicket(t, cfg.Queue, ts[0].ID)
 	results := make(chan bool, runs)
 	record := func(tk engine.Ticket) {
 		tk.OutcomeKind, tk.Outcome = engine.OutcomeCompleted, []byte(fmt.Sprint(tk.ID))
@@ -119,7 +119,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 	c := New(cfg).completer
 	require.NoError(t, c.Start(ctx))
 	ts := admitted(t, cfg.Queue, 3)
-	release := lockLimit(t, cfg.Queue, "k")
+	release := lockTicket(t, cfg.Queue, ts[0].ID)
 	results := make(chan bool, len(ts))
 	record := func(tk engine.Ticket) { tk.OutcomeKind = engine.OutcomeCompleted; results <- c.Record(ctx, tk, -1) }
 	go record(ts[0])

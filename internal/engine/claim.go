@@ -61,6 +61,7 @@ type claimRun struct {
 	expiredIDs  []int64
 	waits       map[string][]int64 // ticket IDs whose wait reason changed, by the new reason
 	owners      map[string]bool    // owners of the admitted tickets
+	folded      bool               // pending releases were folded into locked rows
 }
 
 func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResult, error) {
@@ -74,11 +75,16 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 	if err != nil || len(lines) == 0 {
 		return c.res, err
 	}
-	// Read the clock after the locks are held: a decision never uses an instant older than the state
-	// it reads (and Bucket.Refill ignores one that is).
+	released, err := q.takeReleases(ctx, tx, c.locked)
+	if err != nil {
+		return c.res, err
+	}
+	// Read the clock after the locks are held and the releases taken: a decision never uses an
+	// instant older than the state it reads (and Bucket.Refill ignores one that is).
 	if c.now, err = q.now(ctx, tx); err != nil {
 		return c.res, err
 	}
+	c.folded = foldReleases(c.locked, released, c.now)
 	c.res.Now = c.now
 	for _, line := range lines {
 		if c.budget == 0 {
@@ -196,15 +202,23 @@ func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]th
 	if err != nil || len(rows) == 0 {
 		return nil, time.Time{}, err
 	}
+	released, err := c.q.takeReleases(ctx, c.tx, rows)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	// Decisions from here on read the newly locked rows: read the clock again, after their locks and
+	// releases, as for the lines.
+	now, err := c.q.now(ctx, c.tx)
+	if err != nil {
+		return nil, now, err
+	}
+	c.folded = foldReleases(rows, released, now) || c.folded
 	got := make(map[string]throttle.LimitState, len(rows))
 	for k, r := range rows {
 		c.locked[k] = r
 		got[k] = throttle.LimitState{Limit: r.limit, State: r.state}
 	}
-	// Decisions from here on read the newly locked rows: read the clock again, after their locks, as
-	// for the lines.
-	now, err := c.q.now(ctx, c.tx)
-	return got, now, err
+	return got, now, nil
 }
 
 // apply records throttle's decision on a page of line, to be stored by store.
@@ -265,15 +279,19 @@ func (c *claimRun) store(ctx context.Context) error {
 			return err
 		}
 	}
+	// The limit rows change when tickets were admitted, or when pending releases were folded into
+	// them (deleted from the ledger, so they must be saved).
+	if len(c.admittedIDs) > 0 || c.folded {
+		if err := q.saveLimits(ctx, tx, c.locked); err != nil {
+			return err
+		}
+	}
 	if len(c.admittedIDs) == 0 {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t
 		SET state = CASE WHEN $3 <> '' AND t.owner = $3 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
 		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), c.admittedIDs, c.admittedAt, c.p.Owner); err != nil {
-		return err
-	}
-	if err := q.saveLimits(ctx, tx, c.locked); err != nil {
 		return err
 	}
 	for _, o := range slices.Sorted(maps.Keys(c.owners)) {

@@ -37,30 +37,50 @@ func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
 	return nil
 }
 
-// CompleteMany completes several finished runs in one transaction, as Complete does one: the tickets
-// are locked in ID order, each limit row they hold is locked once (in key order) and released and
-// reconciled per ticket, the outcomes are written by one statement, and claimers are woken by one
-// notification. It reports, in the order of ps, whether each ticket was completed: false when it is
-// not admitted or running (handed back, or completed already). On error nothing is completed.
+// CompleteMany completes several finished runs in one statement and one transaction, as Complete
+// does one: the tickets are locked in ID order and their outcomes written, and what they release is
+// appended, summed per limit, to the release ledger, which the next claim holding each limit row folds
+// into it. A completion thus never locks a limit row: finishing work does not make claimers on the
+// same key skip it or wait. One notification wakes the claimers. It reports, in the order of ps,
+// whether each ticket was completed: false when it is not admitted or running (handed back, or
+// completed already). On error nothing is completed.
 func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, error) {
 	if len(ps) > MaxCompleteBatch {
 		return nil, fmt.Errorf("sluice: complete: at most %d runs at once, got %d", MaxCompleteBatch, len(ps))
 	}
 	index := make(map[int64]int, len(ps))
-	ids := make([]int64, len(ps))
+	ids, actual := make([]int64, len(ps)), make([]int64, len(ps))
+	kinds, outcomes := make([]string, len(ps)), make([][]byte, len(ps))
 	for i, p := range ps {
 		if _, dup := index[p.TicketID]; dup {
 			return nil, fmt.Errorf("sluice: complete: ticket %d is given twice", p.TicketID)
 		}
-		index[p.TicketID], ids[i] = i, p.TicketID
+		index[p.TicketID] = i
+		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
 	}
 	found := make([]bool, len(ps))
 	if len(ps) == 0 {
 		return found, nil
 	}
+	// An explicit transaction, though the work is one statement: a statement cancelled after the
+	// server ran it on its own would have committed while its caller heard an error, and a
+	// completion answered as failed must not be recorded.
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
-		clear(found) // a retried transaction starts over
-		return q.completeTx(ctx, tx, ps, ids, index, found)
+		clear(found)
+		rows, err := tx.Query(ctx, q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
+			NotifyChannel, q.opts.Schema+"|"+kindWork+"|")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			found[index[id]] = true
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: complete %d runs: %w", len(ps), err)
@@ -68,31 +88,26 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 	return found, nil
 }
 
-func (q *Queue) completeTx(ctx context.Context, tx pgx.Tx, ps []CompleteParams, ids []int64, index map[int64]int, found []bool) error {
-	ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
-		WHERE id = ANY($1) AND state IN ('admitted', 'running') ORDER BY id FOR UPDATE`), ids))
-	if err != nil || len(ts) == 0 {
-		return err
-	}
-	n := len(ts)
-	actual := make([]int64, n)
-	done, stored := make([]int64, n), make([]*int64, n)
-	kinds, outcomes := make([]string, n), make([][]byte, n)
-	for i, t := range ts {
-		p := ps[index[t.ID]]
-		found[index[t.ID]] = true
-		actual[i], done[i], kinds[i], outcomes[i] = p.ActualCost, t.ID, p.OutcomeKind, p.Outcome
-		if p.ActualCost >= 0 {
-			stored[i] = &p.ActualCost
-		}
-	}
-	now, err := q.release(ctx, tx, ts, actual)
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = $2, deliver_after = $2,
-			actual_cost = u.actual, outcome_kind = u.kind, outcome = u.outcome
-		FROM unnest($1::bigint[], $3::bigint[], $4::text[], $5::bytea[]) AS u(id, actual, kind, outcome)
-		WHERE t.id = u.id`), done, now, stored, kinds, outcomes)
-	return err
-}
+// completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
+// none), $3 and $4 the outcomes, $5 the instant (NULL: the database clock), $6 and $7 the notification.
+// The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
+// does, so that two of them cannot deadlock.
+const completeSQL = `WITH clock AS MATERIALIZED (
+	SELECT coalesce($5::timestamptz, clock_timestamp()) AS now -- once: the batch's one instant
+), locked AS MATERIALIZED (
+	SELECT id FROM {s}.sluice_ticket WHERE id = ANY($1) AND state IN ('admitted', 'running') ORDER BY id FOR UPDATE
+), done AS (
+	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = n.now, deliver_after = n.now,
+		actual_cost = CASE WHEN u.actual >= 0 THEN u.actual END, outcome_kind = u.kind, outcome = u.outcome
+	FROM locked, unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[]) AS u(id, actual, kind, outcome), clock n
+	WHERE t.id = locked.id AND u.id = t.id
+	RETURNING t.id, t.cost, t.limit_keys, u.actual
+), released AS (
+	INSERT INTO {s}.sluice_release (key, count, reserved, refund)
+	SELECT k, count(*), sum(d.cost), coalesce(sum(d.cost - d.actual) FILTER (WHERE d.actual >= 0), 0)
+	FROM done d, unnest(d.limit_keys) AS k GROUP BY k ORDER BY k
+	RETURNING key
+), woken AS (
+	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
+)
+SELECT id FROM done, woken`

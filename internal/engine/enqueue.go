@@ -78,7 +78,6 @@ func (p *EnqueueParams) validate() error {
 	return nil
 }
 
-
 // MaxEnqueueBatch bounds the tickets one EnqueueMany writes, so that its arrays stay well inside one
 // statement's limits.
 const MaxEnqueueBatch = 10000

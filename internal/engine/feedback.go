@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -67,12 +68,24 @@ type LimitStatus struct {
 
 // LimitStatus returns key's configured and effective limit and its admission state.
 func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error) {
-	r, err := scanLimit(q.pool.QueryRow(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = $1`), key))
+	// The state as the next claim will see it: the pending releases folded in.
+	var (
+		pending throttle.Released
+		now     time.Time
+	)
+	r, err := scanLimit(prefixed{q.pool.QueryRow(ctx, q.s(`SELECT coalesce(p.count, 0)::int, coalesce(p.reserved, 0)::bigint,
+			coalesce(p.refund, 0), coalesce($2::timestamptz, clock_timestamp()), `+limitColumns+`
+		FROM {s}.sluice_limit l LEFT JOIN (SELECT key AS pending_key, sum(count) AS count, sum(reserved) AS reserved, sum(refund) AS refund
+			FROM {s}.sluice_release WHERE key = $1 GROUP BY key) p ON p.pending_key = l.key
+		WHERE l.key = $1`), key, q.nowArg()), []any{&pending.Count, &pending.Reserved, &pending.Refund, &now}})
 	if err == pgx.ErrNoRows {
 		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("sluice: read limit %q: %w", key, err)
+	}
+	if pending != (throttle.Released{}) {
+		r.state = r.limit.ReleaseMany(r.state, now.UTC(), pending)
 	}
 	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
 }

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +18,18 @@ const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_pe
 	request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime,
 	coalesce(learned_requests_per_second, 0), coalesce(learned_burst, 0), coalesce(learned_tokens_per_minute, 0),
 	coalesce(learned_token_burst, 0)`
+
+// Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
+// subtracts them from the row's in-flight figures.
+const (
+	pendingCount  = `(SELECT coalesce(sum(r.count), 0)::int FROM {s}.sluice_release r WHERE r.key = l.key)`
+	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
+)
+
+// limitReadColumns are limitColumns for a reader of the row aliased l that does not lock it: the
+// in-flight figures net of the pending releases.
+var limitReadColumns = strings.Replace(limitColumns, "inflight_count, inflight_tokens",
+	"l.inflight_count - "+pendingCount+", l.inflight_tokens - "+pendingTokens, 1)
 
 // limitRow is a sluice_limit row: configuration and state.
 type limitRow struct {
@@ -80,6 +94,43 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 		out[r.limit.Key] = r
 	}
 	return out, rows.Err()
+}
+
+// takeReleases deletes from the ledger the releases completions appended for rows, which tx holds
+// locked (see CompleteMany), and returns their sums by key, for foldReleases to apply. Only a holder
+// of a limit row's lock takes its releases, so each is applied once; one committed after this
+// statement's snapshot waits for the next. The caller reads the clock after this, so that no decision
+// uses an instant older than a release it applies.
+func (q *Queue) takeReleases(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) (map[string]throttle.Released, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	keys := slices.Collect(maps.Keys(rows))
+	rs, err := tx.Query(ctx, q.s(`DELETE FROM {s}.sluice_release WHERE key = ANY($1) RETURNING key, count, reserved, refund`), keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	sums := map[string]throttle.Released{}
+	for rs.Next() {
+		var k string
+		var r throttle.Released
+		if err := rs.Scan(&k, &r.Count, &r.Reserved, &r.Refund); err != nil {
+			return nil, err
+		}
+		sums[k] = sums[k].Add(r)
+	}
+	return sums, rs.Err()
+}
+
+// foldReleases applies the releases takeReleases took to rows at now and reports whether there were
+// any: the caller must then save the rows, since the releases are gone from the ledger.
+func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, now time.Time) bool {
+	for k, sum := range sums {
+		r := rows[k]
+		r.state, r.dirty = r.limit.ReleaseMany(r.state, now, sum), true
+	}
+	return len(sums) > 0
 }
 
 // saveLimits writes back the state of every dirty row, in one statement.
@@ -208,7 +259,7 @@ func cmpString(a, b string) int {
 
 // Limit returns the current configuration of key, with defaults filled in.
 func (q *Queue) Limit(ctx context.Context, key string) (throttle.Limit, error) {
-	r, err := scanLimit(q.pool.QueryRow(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = $1`), key))
+	r, err := scanLimit(q.pool.QueryRow(ctx, q.s(`SELECT `+limitReadColumns+` FROM {s}.sluice_limit l WHERE key = $1`), key))
 	if err == pgx.ErrNoRows {
 		return throttle.Limit{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}

@@ -14,7 +14,8 @@ type KeyStats struct {
 	Queued, QueuedDrawing int64
 	// Admitted counts tickets holding the key (admitted or running), from the tickets themselves.
 	Admitted int64
-	// InflightCount and InflightTokens are the limit row's own figures, which admission reads.
+	// InflightCount and InflightTokens are the limit row's own figures, which admission reads, net of
+	// the releases not yet folded into it.
 	InflightCount  int64
 	InflightTokens int64
 	PausedUntil    time.Time
@@ -26,7 +27,7 @@ func (q *Queue) Stats(ctx context.Context) ([]KeyStats, error) {
 			(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
 			(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state = 'queued'),
 			(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state IN ('admitted', 'running')),
-			l.inflight_count, l.inflight_tokens, l.paused_until
+			l.inflight_count - `+pendingCount+`, l.inflight_tokens - `+pendingTokens+`, l.paused_until
 		FROM {s}.sluice_limit l ORDER BY l.key`))
 	if err != nil {
 		return nil, fmt.Errorf("sluice: stats: %w", err)
@@ -58,7 +59,7 @@ func (q *Queue) Verify(ctx context.Context) ([]string, error) {
 			SELECT k AS key, count(*) AS n, sum(cost) AS tokens
 			FROM {s}.sluice_ticket, unnest(limit_keys) AS k
 			WHERE state IN ('admitted', 'running') GROUP BY k)
-		SELECT l.key, l.inflight_count, l.inflight_tokens, coalesce(h.n, 0), coalesce(h.tokens, 0),
+		SELECT l.key, l.inflight_count - `+pendingCount+`, l.inflight_tokens - `+pendingTokens+`, coalesce(h.n, 0), coalesce(h.tokens, 0),
 			l.max_concurrent, l.max_inflight_tokens
 		FROM {s}.sluice_limit l LEFT JOIN held h ON h.key = l.key ORDER BY l.key`))
 	if err != nil {
