@@ -19,7 +19,7 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short test-stress test-faults bench lint demo tidy fmt clean
+.PHONY: help test test-short test-stress test-faults bench bench-go lint demo tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
@@ -41,6 +41,7 @@ $(TEMPORAL_STAMP):
 
 test: bin/temporal ## Run all tests with the race detector against a real Postgres and Temporal dev server
 	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test $(TEST_FLAGS) ./...
+	cd bench && $(WITH_PG) $(GO) test $(TEST_FLAGS) ./...
 
 test-short: bin/temporal ## Run the tests with -short (race detector, real Postgres and Temporal)
 	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test $(TEST_FLAGS) -short ./...
@@ -51,11 +52,16 @@ test-stress: bin/temporal ## Run the suite STRESS_RUNS times (10) under a CPU bu
 test-faults: bin/temporal ## Run the fault-tolerance scenarios in their long form (kills, Postgres restart, Temporal outage, bad input)
 	SLUICE_FAULTS=full SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -count=1 -run 'Faults' -timeout 20m -v ./interceptor/
 
-bench: bin/temporal ## Run benchmarks (BENCH=regexp, BENCH_COUNT=5, BENCHTIME=2s)
+bench: bin/temporal ## Sluice beside River on this Postgres, then the plugin through Temporal (BENCH_FLAGS=-short for a few minutes)
+	cd bench && $(WITH_PG) $(GO) run . -out $(BIN)/bench $(BENCH_FLAGS)
+	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -run '^$$' -bench 'Plugin_' -benchtime 1x -count 1 ./interceptor/ | tee $(BIN)/bench/temporal.txt
+
+bench-go: bin/temporal ## Run the Go benchmarks of the library's packages (BENCH=regexp, BENCH_COUNT=5, BENCHTIME=2s)
 	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCH_COUNT) ./...
 
 lint: ## go vet, gofmt check, and staticcheck if it is on PATH
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@files="$$($(GOFMT) -l .)" || exit 1; \
 	if [ -n "$$files" ]; then \
 		echo "gofmt: these files are not formatted (run 'make fmt'):"; \

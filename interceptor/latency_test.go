@@ -52,23 +52,7 @@ func BenchmarkPlugin_AddedLatency(b *testing.B) {
 		latencyCalls = 200 // of each type, per iteration
 		warmUp       = 10  // of each type, untimed and not counted
 	)
-	s := temporaltest.Require(b, server)
-	pool := testdb.Pool(b)
-	schema := testdb.Schema(b, pool)
-	queue := "q-" + testdb.NewSchemaName()
-	c := s.Client(b)
-	plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
-		Pool: pool, Client: c, Schema: schema,
-		Limits: []throttle.Limit{{Key: "svc", MaxConcurrent: 1000}},
-		Routes: map[string]sluiceinterceptor.Route{"Fast": {Limits: []string{"svc"}}},
-	})
-	require.NoError(b, err)
-	w := worker.New(c, queue, worker.Options{Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
-	w.RegisterWorkflow(LatencyOne)
-	w.RegisterActivityWithOptions(fastActivity, activity.RegisterOptions{Name: "Fast"})
-	w.RegisterActivityWithOptions(fastActivity, activity.RegisterOptions{Name: "FastDirect"})
-	require.NoError(b, w.Start())
-	b.Cleanup(w.Stop)
+	c, queue := benchWorker(b, 1000, LatencyOne)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -119,6 +103,29 @@ func BenchmarkPlugin_AddedLatency(b *testing.B) {
 	}
 	report("", rtt)
 	report("server_", onServer)
+}
+
+// benchWorker starts a worker with the plugin (one limit, "svc", of maxConcurrent, that "Fast" is
+// routed to), the two activity types of the benchmarks and wf, and returns its client and task queue.
+func benchWorker(b *testing.B, maxConcurrent int, wf any) (client.Client, string) {
+	s := temporaltest.Require(b, server)
+	pool := testdb.Pool(b)
+	schema := testdb.Schema(b, pool)
+	queue := "q-" + testdb.NewSchemaName()
+	c := s.Client(b)
+	plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
+		Pool: pool, Client: c, Schema: schema,
+		Limits: []throttle.Limit{{Key: "svc", MaxConcurrent: maxConcurrent}},
+		Routes: map[string]sluiceinterceptor.Route{"Fast": {Limits: []string{"svc"}}},
+	})
+	require.NoError(b, err)
+	w := worker.New(c, queue, worker.Options{Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w.RegisterWorkflow(wf)
+	w.RegisterActivityWithOptions(fastActivity, activity.RegisterOptions{Name: "Fast"})
+	w.RegisterActivityWithOptions(fastActivity, activity.RegisterOptions{Name: "FastDirect"})
+	require.NoError(b, w.Start())
+	b.Cleanup(w.Stop)
+	return c, queue
 }
 
 type quantileSet struct{ p50, p90, p99, max time.Duration }

@@ -1,0 +1,101 @@
+// Command bench is `make bench`: Sluice's queue beside River's on the same Postgres, in one run,
+// interleaved and repeated, with medians and ratios. It writes a Markdown table and a JSON file.
+//
+// It is its own module so that River, a benchmark-only dependency, stays out of the library's go.mod.
+// Run it from the repository root with `make bench` (or `make bench BENCH_FLAGS=-short`), or:
+//
+//	cd bench && go run . -database postgres://postgres@127.0.0.1:5432/test -out ../bin/bench
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// config is what a run measures, from the flags.
+type config struct {
+	database string
+	out      string
+	short    bool
+	rounds   int
+	tickets  int           // per claim + complete and enqueue run
+	queued   []int         // queue lengths of the claim latency figure
+	rateFor  time.Duration // each rate accuracy run
+	// pgbenchFor is each pgbench run's length in seconds.
+	pgbenchFor int
+	only       string // run only the figure of this name (for development)
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.database, "database", os.Getenv("TEST_DATABASE_URL"), "the Postgres to measure (default $TEST_DATABASE_URL)")
+	flag.StringVar(&c.out, "out", "results", "directory the results table and JSON are written to")
+	flag.BoolVar(&c.short, "short", false, "a form that runs in a few minutes: fewer tickets, one round, no 1M queue")
+	flag.IntVar(&c.rounds, "rounds", 3, "repeats of each figure (medians are reported); -short sets 1")
+	flag.StringVar(&c.only, "only", "", "run only this figure: queue, enqueue, latency, rate, pgbench")
+	flag.Parse()
+	if c.database == "" {
+		c.database = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	c.tickets, c.queued, c.rateFor, c.pgbenchFor = 20_000, []int{1_000, 100_000, 1_000_000}, 60*time.Second, 10
+	if c.short {
+		c.rounds, c.tickets, c.queued, c.rateFor, c.pgbenchFor = 1, 5_000, []int{1_000, 100_000}, 15*time.Second, 5
+	}
+	ctx := context.Background()
+	res, err := measureAll(ctx, c)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		log.Fatal(err)
+	}
+	table := res.markdown()
+	for name, b := range map[string][]byte{"results.json": js, "results.md": []byte(table)} {
+		if err := os.WriteFile(filepath.Join(c.out, name), b, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Print(table)
+	fmt.Printf("\nwritten to %s\n", c.out)
+}
+
+// measureAll measures every figure and returns the results.
+func measureAll(ctx context.Context, c config) (*results, error) {
+	e, err := newEnv(ctx, c.database)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	res := &results{Started: time.Now().UTC(), Short: c.short, Rounds: c.rounds, Tickets: c.tickets, Machine: machine()}
+	steps := []struct {
+		name string
+		fn   func(context.Context, *env, config, *results) error
+	}{
+		{"pgbench", measurePgbench},
+		{"queue", measureQueue},
+		{"enqueue", measureEnqueue},
+		{"latency", measureClaimLatency},
+		{"rate", measureRate},
+	}
+	for _, s := range steps {
+		if c.only != "" && c.only != s.name {
+			continue
+		}
+		log.Printf("bench: %s", s.name)
+		if err := s.fn(ctx, e, c, res); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	res.Finished = time.Now().UTC()
+	return res, nil
+}
