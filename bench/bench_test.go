@@ -21,7 +21,7 @@ func TestMeasureAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // an outer bound only
 	defer cancel()
 	res, err := measureAll(ctx, config{database: url, short: true, rounds: 1, tickets: 300,
-		queued: []int{100, 1_000}, rateFor: 2 * time.Second, pgbenchFor: 1})
+		queued: []int{100, 1_000}, rateFor: 2 * time.Second, pgbenchFor: 1, claimBatch: 100})
 	require.NoError(t, err)
 
 	require.Len(t, res.Queue, 4)

@@ -60,7 +60,7 @@ func measureQueue(ctx context.Context, e *env, c config, res *results) error {
 		for i := range res.Queue {
 			p := &res.Queue[i]
 			sluice := func() error {
-				r, err := sluiceClaimComplete(ctx, e, p.Claimers, p.Keys, c.tickets)
+				r, err := sluiceClaimComplete(ctx, e, p.Claimers, p.Keys, c.tickets, c.claimBatch)
 				p.Sluice = append(p.Sluice, r)
 				return err
 			}

@@ -30,6 +30,9 @@ type config struct {
 	// pgbenchFor is each pgbench run's length in seconds.
 	pgbenchFor int
 	only       string // run only the figure of this name (for development)
+	// claimBatch is the tickets a Sluice claim admits and a completion completes at most: the
+	// dispatcher's ClaimBatch and completer batch.
+	claimBatch int
 }
 
 func main() {
@@ -39,6 +42,7 @@ func main() {
 	flag.BoolVar(&c.short, "short", false, "a form that runs in a few minutes: fewer tickets, one round, no 1M queue")
 	flag.IntVar(&c.rounds, "rounds", 3, "repeats of each figure (medians are reported); -short sets 1")
 	flag.StringVar(&c.only, "only", "", "run only this figure: queue, enqueue, latency, rate, pgbench")
+	flag.IntVar(&c.claimBatch, "claim-batch", 100, "Sluice's claim and completion batch (the plugin's Options.ClaimBatch; 100 by default)")
 	flag.Parse()
 	if c.database == "" {
 		c.database = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -76,7 +80,7 @@ func measureAll(ctx context.Context, c config) (*results, error) {
 		return nil, err
 	}
 	defer e.close()
-	res := &results{Started: time.Now().UTC(), Short: c.short, Rounds: c.rounds, Tickets: c.tickets, Machine: machine()}
+	res := &results{Started: time.Now().UTC(), Short: c.short, Rounds: c.rounds, Tickets: c.tickets, ClaimBatch: c.claimBatch, Machine: machine()}
 	steps := []struct {
 		name string
 		fn   func(context.Context, *env, config, *results) error

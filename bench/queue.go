@@ -17,7 +17,6 @@ import (
 )
 
 const (
-	claimBatch  = 100   // the dispatcher's default ClaimBatch
 	insertBatch = 1_000 // tickets per EnqueueMany, jobs per InsertMany
 	pollEvery   = time.Second
 	// riverWorkers is each River client's MaxWorkers, as River's own benchmark sets it.
@@ -77,7 +76,7 @@ func sluiceLimits(ctx context.Context, q *engine.Queue, keys int) error {
 // sluiceClaimComplete drains n queued tickets with claimers, each a worker process's pair of
 // dispatcher loops: a claimer (batches of claimBatch, its own tickets straight to running, a wait for
 // a notification after a short claim) and a completer that group-commits what finished.
-func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n int) (run, error) {
+func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n, batch int) (run, error) {
 	q, err := e.sluiceQueue(ctx)
 	if err != nil {
 		return run{}, err
@@ -105,9 +104,9 @@ func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n int) (ru
 	g, gctx := errgroup.WithContext(ctx)
 	for c := range claimers {
 		owner := fmt.Sprint("claimer-", c)
-		finished := make(chan []engine.Ticket, n/claimBatch+1)
-		g.Go(func() error { return claimUntil(gctx, q, notifier, owner, &done, int64(n), finished) })
-		g.Go(func() error { return completeUntil(gctx, q, &done, int64(n), finished) })
+		finished := make(chan []engine.Ticket, n/batch+1)
+		g.Go(func() error { return claimUntil(gctx, q, notifier, owner, batch, &done, int64(n), finished) })
+		g.Go(func() error { return completeUntil(gctx, q, batch, &done, int64(n), finished) })
 	}
 	if err := g.Wait(); err != nil {
 		return run{}, err
@@ -118,19 +117,19 @@ func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n int) (ru
 // claimUntil is the dispatcher Claimer's loop: claim a batch, hand this owner's tickets on (to the
 // completer here, as the runner does once each returns), claim again at once after a full batch,
 // else wait for a notification. It stops once done reaches n.
-func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier, owner string, done *atomic.Int64,
+func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier, owner string, batch int, done *atomic.Int64,
 	n int64, finished chan<- []engine.Ticket) error {
 	work, unsubscribe := notifier.Subscribe(engine.TopicWork())
 	defer unsubscribe()
 	for done.Load() < n {
-		res, err := q.Claim(ctx, engine.ClaimParams{Max: claimBatch, Owner: owner})
+		res, err := q.Claim(ctx, engine.ClaimParams{Max: batch, Owner: owner})
 		if err != nil {
 			return err
 		}
 		if len(res.Admitted) > 0 {
 			finished <- res.Admitted
 		}
-		if len(res.Admitted) < claimBatch {
+		if len(res.Admitted) < batch {
 			select {
 			case <-work:
 			case <-time.After(pollEvery):
@@ -143,9 +142,9 @@ func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier,
 }
 
 // completeUntil is the dispatcher Completer's group commit: it completes, in one transaction, the
-// runs that finished while the previous one was under way, up to completeBatch.
-func completeUntil(ctx context.Context, q *engine.Queue, done *atomic.Int64, n int64, finished <-chan []engine.Ticket) error {
-	const completeBatch = 100 // the dispatcher's
+// runs that finished while the previous one was under way, up to completeBatch (the dispatcher's is
+// 100).
+func completeUntil(ctx context.Context, q *engine.Queue, completeBatch int, done *atomic.Int64, n int64, finished <-chan []engine.Ticket) error {
 	var pending []engine.Ticket
 	for done.Load() < n {
 		if len(pending) == 0 {

@@ -180,7 +180,7 @@ func claimLoop(ctx context.Context, q *engine.Queue, n *engine.Notifier, owner s
 	work, unsubscribe := n.Subscribe(engine.TopicWork())
 	defer unsubscribe()
 	for {
-		res, err := q.Claim(ctx, engine.ClaimParams{Max: claimBatch, Owner: owner})
+		res, err := q.Claim(ctx, engine.ClaimParams{Max: engine.DefaultClaimMax, Owner: owner})
 		if err != nil {
 			return err
 		}
@@ -197,7 +197,7 @@ func claimLoop(ctx context.Context, q *engine.Queue, n *engine.Notifier, owner s
 		if !res.RetryAt.IsZero() {
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
 		}
-		if len(res.Admitted) == claimBatch {
+		if len(res.Admitted) == engine.DefaultClaimMax {
 			next = 0
 		}
 		if next > 0 {

@@ -13,6 +13,7 @@ type results struct {
 	Short        bool           `json:"short"`
 	Rounds       int            `json:"rounds"`
 	Tickets      int            `json:"tickets_per_run"`
+	ClaimBatch   int            `json:"sluice_claim_batch"`
 	Machine      Machine        `json:"machine"`
 	Pgbench      *pgbenchResult `json:"pgbench,omitempty"`
 	Queue        []pair         `json:"claim_complete,omitempty"`
@@ -31,8 +32,8 @@ func verdict(ok bool) string {
 // markdown renders the results as the table the README quotes.
 func (r *results) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s on %d CPUs (%s); %d round(s), medians; %d tickets per run.\n\n",
-		r.Started.Format("2006-01-02 15:04 MST"), r.Machine.CPUs, r.Machine.GoVersion, r.Rounds, r.Tickets)
+	fmt.Fprintf(&b, "Measured %s on %d CPUs (%s); %d round(s), medians; %d tickets per run; Sluice's claim batch %d.\n\n",
+		r.Started.Format("2006-01-02 15:04 MST"), r.Machine.CPUs, r.Machine.GoVersion, r.Rounds, r.Tickets, r.ClaimBatch)
 	if p := r.Pgbench; p != nil {
 		if p.Skipped != "" {
 			fmt.Fprintf(&b, "pgbench: skipped: %s\n\n", p.Skipped)
