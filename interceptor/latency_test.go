@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
@@ -108,6 +109,12 @@ func BenchmarkPlugin_AddedLatency(b *testing.B) {
 // benchWorker starts a worker with the plugin (one limit, "svc", of maxConcurrent, that "Fast" is
 // routed to), the two activity types of the benchmarks and wf, and returns its client and task queue.
 func benchWorker(b *testing.B, maxConcurrent int, wf any) (client.Client, string) {
+	c, queue, _, _ := benchWorkerPool(b, maxConcurrent, wf)
+	return c, queue
+}
+
+// benchWorkerPool is benchWorker, also returning the pool and schema of the plugin's tables.
+func benchWorkerPool(b *testing.B, maxConcurrent int, wf any) (client.Client, string, *pgxpool.Pool, string) {
 	s := temporaltest.Require(b, server)
 	pool := testdb.Pool(b)
 	schema := testdb.Schema(b, pool)
@@ -125,7 +132,7 @@ func benchWorker(b *testing.B, maxConcurrent int, wf any) (client.Client, string
 	w.RegisterActivityWithOptions(fastActivity, activity.RegisterOptions{Name: "FastDirect"})
 	require.NoError(b, w.Start())
 	b.Cleanup(w.Stop)
-	return c, queue
+	return c, queue, pool, schema
 }
 
 type quantileSet struct{ p50, p90, p99, max time.Duration }
