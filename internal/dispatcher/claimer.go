@@ -22,16 +22,11 @@ func (c *Claimer) Start(ctx context.Context) error { return c.start(ctx, c.loop)
 // Stop ends the claim loop; a claim under way is rolled back.
 func (c *Claimer) Stop(ctx context.Context) error { return c.stop(ctx) }
 
-// claimParams are the parameters of this process's claims, the Claimer's and the Enqueuer's.
-func (d *deps) claimParams() engine.ClaimParams {
-	return engine.ClaimParams{Max: d.cfg.ClaimBatch, MinRemaining: d.cfg.MinRemaining, Owner: d.cfg.Owner}
-}
-
 func (c *Claimer) loop(ctx context.Context) {
 	work, unsubscribe := c.notifier.Subscribe(engine.TopicWork())
 	defer unsubscribe()
 	for {
-		res, err := c.q.Claim(ctx, c.claimParams())
+		res, err := c.q.Claim(ctx, engine.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
 		next := c.cfg.PollInterval
 		switch {
 		case ctx.Err() != nil:
@@ -43,7 +38,15 @@ func (c *Claimer) loop(ctx context.Context) {
 		case !res.RetryAt.IsZero():
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
 		}
-		c.runner.claimed(res)
+		for _, t := range res.Admitted {
+			c.tm.Admitted(t, res.QueueDepth[t.LineKey], c.cfg.Owner)
+			if t.State == engine.TicketStateRunning {
+				c.runner.run(t) // this process's own: the claim took it, no take or notification
+			}
+		}
+		for _, t := range res.Expired {
+			c.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report
+		}
 		if next > 0 && !wait(ctx, work, next) {
 			return
 		}

@@ -83,10 +83,10 @@ func New(cfg Config) *Dispatcher {
 	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger)}
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
+	d.enqueuer = newEnqueuer(dp)
 	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
 	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
-	d.enqueuer = newEnqueuer(dp, d.runner)
 	d.maintainer = &Maintainer{deps: dp}
 	d.stopping.Store(true)
 	return d

@@ -28,17 +28,14 @@ type enqueueResult struct {
 // Enqueuer writes the tickets of concurrent ExecuteActivity calls. Its loop is a group commit: the
 // tickets that arrived while one statement was under way are written together by the next, up to
 // enqueueBatch, in one transaction and one multi-row statement. A call returns only once its ticket
-// is durable; a lone ticket is written at once. The same transaction then claims, as the Claimer
-// does: a ticket whose limits have room is admitted as it is written and runs at once, without a
-// notification, a claimer's wake-up and a second commit.
+// is durable; a lone ticket is written at once.
 type Enqueuer struct {
 	groupCommit[*enqueueRequest]
 	*deps
-	runner *Runner
 }
 
-func newEnqueuer(dp *deps, runner *Runner) *Enqueuer {
-	e := &Enqueuer{deps: dp, runner: runner}
+func newEnqueuer(dp *deps) *Enqueuer {
+	e := &Enqueuer{deps: dp}
 	e.groupCommit = groupCommit[*enqueueRequest]{max: enqueueBatch, commit: e.commit,
 		refuse: func(r *enqueueRequest) { r.done <- enqueueResult{err: errEnqueuerStopped} }}
 	return e
@@ -73,15 +70,12 @@ func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
 	for i, r := range batch {
 		ps[i] = r.p
 	}
-	ts, errs, res, err := e.q.EnqueueEachAndClaim(ctx, ps, e.claimParams())
+	ts, errs, err := e.q.EnqueueEach(ctx, ps)
 	for i, r := range batch {
 		if err != nil {
 			r.done <- enqueueResult{err: err}
 			continue
 		}
 		r.done <- enqueueResult{t: ts[i], err: errs[i]}
-	}
-	if err == nil {
-		e.runner.claimed(res)
 	}
 }

@@ -95,20 +95,6 @@ func (r *Runner) track(delta int) {
 }
 
 // run runs an admitted ticket's invocation in its own goroutine.
-// claimed acts on what a claim of this process decided: this process's own admitted tickets are run
-// at once (the claim took them, no take or notification), expired ones forgotten.
-func (r *Runner) claimed(res engine.ClaimResult) {
-	for _, t := range res.Admitted {
-		r.tm.Admitted(t, res.QueueDepth[t.LineKey], r.cfg.Owner)
-		if t.State == engine.TicketStateRunning {
-			r.run(t)
-		}
-	}
-	for _, t := range res.Expired {
-		r.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report
-	}
-}
-
 func (r *Runner) run(t engine.Ticket) {
 	inv := r.reg.lookup(ticketKey(t))
 	if inv == nil {

@@ -120,23 +120,6 @@ func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParams
 // where one caller's bad ticket must not fail the others'. errs[i] is nil when ts[i] was written; err
 // is the whole statement's failure, when nothing was written.
 func (q *Queue) EnqueueEach(ctx context.Context, ps []EnqueueParams) (ts []Ticket, errs []error, err error) {
-	ts, errs, _, err = q.enqueueEach(ctx, ps, nil)
-	return ts, errs, err
-}
-
-// EnqueueEachAndClaim is EnqueueEach followed, in the same transaction, by a Claim with cp: tickets
-// a limit has room for are admitted as they are written, without a notification, a claimer's wake-up
-// and a second commit. The claim is any claim: it admits the heads of the lines it locks, this batch's
-// tickets or not, and skips lines other claimers hold.
-func (q *Queue) EnqueueEachAndClaim(ctx context.Context, ps []EnqueueParams, cp ClaimParams) ([]Ticket, []error, ClaimResult, error) {
-	cp = cp.withDefaults()
-	if err := cp.validate(); err != nil {
-		return nil, nil, ClaimResult{}, err
-	}
-	return q.enqueueEach(ctx, ps, &cp)
-}
-
-func (q *Queue) enqueueEach(ctx context.Context, ps []EnqueueParams, cp *ClaimParams) (ts []Ticket, errs []error, res ClaimResult, err error) {
 	errs = make([]error, len(ps))
 	valid := make([]EnqueueParams, 0, len(ps))
 	at := make([]int, 0, len(ps)) // index in ps of each valid ticket
@@ -149,30 +132,23 @@ func (q *Queue) enqueueEach(ctx context.Context, ps []EnqueueParams, cp *ClaimPa
 	}
 	ts = make([]Ticket, len(ps))
 	if len(valid) == 0 {
-		return ts, errs, res, nil
+		return ts, errs, nil
 	}
 	err = InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		written, err := q.enqueueRows(ctx, tx, valid)
-		if err != nil {
-			return err
-		}
 		for j, i := range at {
 			if t, ok := written[j]; ok {
-				ts[i], errs[i] = t, nil
+				ts[i] = t
 			} else {
 				errs[i] = unknownLimit(valid[j])
 			}
 		}
-		if cp == nil || len(written) == 0 {
-			return nil
-		}
-		res, err = q.claim(ctx, tx, *cp)
 		return err
 	})
 	if err != nil {
-		return nil, nil, ClaimResult{}, fmt.Errorf("sluice: enqueue: %w", err)
+		return nil, nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	return ts, errs, res, nil
+	return ts, errs, nil
 }
 
 func (q *Queue) enqueueMany(ctx context.Context, db DB, ps []EnqueueParams) ([]Ticket, error) {

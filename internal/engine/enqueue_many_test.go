@@ -232,31 +232,3 @@ func TestQueue_EnqueueManyIsOneStatement(t *testing.T) {
 	require.Len(t, tracer.sent, 3, "begin, the insert, commit: %q", tracer.sent)
 	require.True(t, slices.ContainsFunc(tracer.sent, func(s string) bool { return s == "commit" }))
 }
-
-// TestQueue_EnqueueEachAndClaim: tickets a limit has room for are admitted by the transaction that
-// writes them, the owner's straight to running; the others stay queued for a claimer.
-func TestQueue_EnqueueEachAndClaim(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	q, _ := setup(t, throttle.Limit{Key: "a", MaxConcurrent: 2})
-	ps := []engine.EnqueueParams{
-		{LimitKeys: []string{"a"}, Owner: "me"}, {LimitKeys: []string{"a"}, Owner: "other"},
-		{LimitKeys: []string{"a"}, Owner: "me"}, {LimitKeys: []string{"nope"}, Owner: "me"}}
-	ts, errs, res, err := q.EnqueueEachAndClaim(ctx, ps, engine.ClaimParams{Owner: "me"})
-	require.NoError(t, err)
-	require.ErrorIs(t, errs[3], engine.ErrUnknownLimit)
-	require.Equal(t, []int64{ts[0].ID, ts[1].ID}, ids(res.Admitted), "MaxConcurrent 2, in line order")
-	require.Equal(t, engine.TicketStateRunning, res.Admitted[0].State, "the claimer's own runs at once")
-	require.Equal(t, engine.TicketStateAdmitted, res.Admitted[1].State, "another owner's waits for its take")
-	third, err := q.Ticket(ctx, ts[2].ID)
-	require.NoError(t, err)
-	require.Equal(t, engine.TicketStateQueued, third.State)
-	var xmins int
-	require.NoError(t, q.Pool().QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM `+
-		pgx.Identifier{q.Schema()}.Sanitize()+`.sluice_ticket`).Scan(&xmins))
-	require.Equal(t, 1, xmins, "written and admitted by one transaction")
-	requireHealthy(t, q)
-
-	_, _, _, err = q.EnqueueEachAndClaim(ctx, ps[:1], engine.ClaimParams{Max: -1})
-	require.ErrorContains(t, err, "ClaimParams.Max")
-}
