@@ -133,8 +133,16 @@ func InTx(ctx context.Context, db DB, fn func(tx pgx.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	// The commit is not cancelled with ctx: a COMMIT interrupted by the caller's cancellation may
+	// have committed on the server while the caller hears an error, and the callers act on the
+	// answer (a completion answered as failed must not have been recorded). It is bounded instead.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	return tx.Commit(cctx)
 }
+
+// commitTimeout bounds a COMMIT, which InTx does not let its caller's cancellation interrupt.
+const commitTimeout = 30 * time.Second
 
 // notify sends one notification inside tx, delivered at its commit.
 func (q *Queue) notify(ctx context.Context, tx DB, kind, arg string) error {
