@@ -19,18 +19,33 @@ import (
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
-// counter counts the statements and transactions a pool sends.
+// counter counts the statements and transactions a pool sends, alone or pipelined in a batch.
 type counter struct{ statements, transactions atomic.Int64 }
 
 func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.statements.Add(1)
-	if strings.EqualFold(strings.TrimSpace(d.SQL), "begin") {
-		c.transactions.Add(1)
-	}
+	c.count(d.SQL)
 	return ctx
 }
 
 func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		c.count(q.SQL)
+	}
+	return ctx
+}
+
+func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+func (c *counter) count(sql string) {
+	c.statements.Add(1)
+	if strings.EqualFold(strings.TrimSpace(sql), "begin") {
+		c.transactions.Add(1)
+	}
+}
 
 func (c *counter) reset() { c.statements.Store(0); c.transactions.Store(0) }
 

@@ -41,6 +41,7 @@ func ExampleMigrations() {
 	// 001 create_queue
 	// 002 learned_limits
 	// 003 release_ledger
+	// 004 narrow_ticket_indexes
 }
 
 func ExampleValidateSchema() {

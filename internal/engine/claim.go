@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -32,13 +31,15 @@ func (q *Queue) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
 	if err := p.validate(); err != nil {
 		return ClaimResult{}, err
 	}
-	var res ClaimResult
-	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = q.claim(ctx, tx, p)
-		return err
-	})
+	conn, err := q.pool.Acquire(ctx)
 	if err != nil {
+		return ClaimResult{}, fmt.Errorf("sluice: claim: %w", err)
+	}
+	defer conn.Release()
+	tx := &claimTx{conn: conn.Conn()}
+	res, err := q.claim(ctx, tx, p)
+	if err != nil {
+		tx.rollback(ctx)
 		return ClaimResult{}, fmt.Errorf("sluice: claim: %w", err)
 	}
 	return res, nil
@@ -48,7 +49,7 @@ func (q *Queue) Claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
 // decides; claimRun reads the rows, locks them, and writes the decisions back.
 type claimRun struct {
 	q  *Queue
-	tx pgx.Tx
+	tx *claimTx
 	p  ClaimParams
 
 	res         ClaimResult
@@ -59,32 +60,26 @@ type claimRun struct {
 	admittedIDs []int64
 	admittedAt  []time.Time
 	expiredIDs  []int64
-	waits       map[string][]int64 // ticket IDs whose wait reason changed, by the new reason
-	owners      map[string]bool    // owners of the admitted tickets
-	folded      bool               // pending releases were folded into locked rows
+	waitIDs     []int64         // tickets whose wait reason changed
+	waitReasons []string        // and their new reasons
+	owners      map[string]bool // owners of the admitted tickets
+	folded      bool            // pending releases were folded into locked rows
+	// The lines that admitted tickets, and how many each, for their queue depth.
+	depthLines    []string
+	depthAdmitted []int
 }
 
-func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResult, error) {
+func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimResult, error) {
 	c := &claimRun{
 		q: q, tx: tx, p: p, budget: p.Max,
 		res:    ClaimResult{Blocked: map[string]throttle.Reason{}, QueueDepth: map[string]int64{}},
 		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
-		waits: map[string][]int64{}, owners: map[string]bool{},
+		owners: map[string]bool{},
 	}
 	lines, err := c.lockLines(ctx)
 	if err != nil || len(lines) == 0 {
 		return c.res, err
 	}
-	released, err := q.takeReleases(ctx, tx, c.locked)
-	if err != nil {
-		return c.res, err
-	}
-	// Read the clock after the locks are held and the releases taken: a decision never uses an
-	// instant older than the state it reads (and Bucket.Refill ignores one that is).
-	if c.now, err = q.now(ctx, tx); err != nil {
-		return c.res, err
-	}
-	c.folded = foldReleases(c.locked, released, c.now)
 	c.res.Now = c.now
 	for _, line := range lines {
 		if c.budget == 0 {
@@ -97,33 +92,24 @@ func (q *Queue) claim(ctx context.Context, tx pgx.Tx, p ClaimParams) (ClaimResul
 	return c.res, c.store(ctx)
 }
 
-// lockLines locks up to MaxLines lines with queued work, skipping those other claimers hold, and
-// returns their keys in key order. With none, it sets Busy if queued work exists all the same.
+// lockLines locks up to MaxLines lines with queued work, skipping those other claimers hold, takes
+// their pending releases and reads the clock (see lockAndTake), and returns their keys in key order.
+// With none, it sets Busy if queued work exists all the same.
 func (c *claimRun) lockLines(ctx context.Context) ([]string, error) {
 	// The EXISTS is one index probe per limit row.
-	rows, err := c.tx.Query(ctx, c.q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit l
+	rows, lines, now, folded, err := c.q.lockAndTake(ctx, c.tx, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
 		WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
-		ORDER BY key LIMIT $1 FOR UPDATE OF l SKIP LOCKED`), c.p.MaxLines)
-	if err != nil {
-		return nil, err
-	}
-	var lines []string
-	for rows.Next() {
-		r, err := scanLimit(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.locked[r.limit.Key] = r
-		lines = append(lines, r.limit.Key)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(lines) > 0 {
+		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, c.p.MaxLines)
+	if err != nil || len(lines) > 0 {
+		c.locked, c.now, c.folded, c.res.Now = rows, now, folded, now
 		return lines, err
 	}
 	// Either nothing is queued, or other claimers hold every line.
-	err = c.tx.QueryRow(ctx, c.q.s(`SELECT EXISTS (SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued')`)).Scan(&c.res.Busy)
-	return nil, err
+	// In the line index's order, so that it reads the index's first entry: a plain EXISTS may be
+	// planned as a scan of the table from its start, past every ticket claimed since the last vacuum.
+	// The transaction locked nothing: it commits with the check.
+	return nil, c.tx.commitWith(ctx, func(pgx.Rows) error { c.res.Busy = true; return nil },
+		c.q.s(`SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued' ORDER BY line_key, priority, vstart, seq LIMIT 1`))
 }
 
 // claimLine reads a line a page at a time and has throttle decide on each page. Tickets held back
@@ -148,15 +134,9 @@ func (c *claimRun) claimLine(ctx context.Context, line string) error {
 		}
 		cursor = &page[len(page)-1]
 	}
-	if len(c.admittedIDs) == before {
-		return nil
+	if n := len(c.admittedIDs) - before; n > 0 {
+		c.depthLines, c.depthAdmitted = append(c.depthLines, line), append(c.depthAdmitted, n)
 	}
-	var depth int64
-	if err := c.tx.QueryRow(ctx, c.q.s(`SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket
-		WHERE line_key = $1 AND state = 'queued' LIMIT 1000) d`), line).Scan(&depth); err != nil {
-		return err
-	}
-	c.res.QueueDepth[line] = depth - int64(len(c.admittedIDs)-before)
 	return nil
 }
 
@@ -198,21 +178,15 @@ func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool
 // lockOthers locks the other limits a ticket draws on, as throttle reaches it, skipping those another
 // claimer holds.
 func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]throttle.LimitState, time.Time, error) {
-	rows, err := c.q.lockLimits(ctx, c.tx, keys, true)
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	rows, _, now, folded, err := c.q.lockAndTake(ctx, c.tx, `SELECT `+limitColumns+` FROM {s}.sluice_limit
+		WHERE key = ANY($2) ORDER BY key FOR UPDATE SKIP LOCKED`, slices.Compact(keys))
 	if err != nil || len(rows) == 0 {
 		return nil, time.Time{}, err
 	}
-	released, err := c.q.takeReleases(ctx, c.tx, rows)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	// Decisions from here on read the newly locked rows: read the clock again, after their locks and
-	// releases, as for the lines.
-	now, err := c.q.now(ctx, c.tx)
-	if err != nil {
-		return nil, now, err
-	}
-	c.folded = foldReleases(rows, released, now) || c.folded
+	// Decisions from here on read the newly locked rows, with the clock read after their locks.
+	c.folded = folded || c.folded
 	got := make(map[string]throttle.LimitState, len(rows))
 	for k, r := range rows {
 		c.locked[k] = r
@@ -255,7 +229,7 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	for _, w := range d.Waits {
 		// Written only when it changes, so that a line blocked for a long time costs no writes.
 		if r := w.Reason.String(); r != byID[w.ID].WaitReason {
-			c.waits[r] = append(c.waits[r], w.ID)
+			c.waitIDs, c.waitReasons = append(c.waitIDs, w.ID), append(c.waitReasons, r)
 		}
 	}
 	if d.Blocked != throttle.ReasonNone {
@@ -263,41 +237,4 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	}
 	c.res.retryAt(d.RetryAt)
 	c.res.Busy = c.res.Busy || d.Busy
-}
-
-// store writes the claim's decisions: wait reasons, expired and admitted tickets, limit rows, and
-// the admitted tickets' owners are notified.
-func (c *claimRun) store(ctx context.Context) error {
-	q, tx := c.q, c.tx
-	for reason, ids := range c.waits {
-		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET wait_reason = $2 WHERE id = ANY($1)`), ids, reason); err != nil {
-			return err
-		}
-	}
-	if len(c.expiredIDs) > 0 {
-		if _, err := tx.Exec(ctx, q.s(`DELETE FROM {s}.sluice_ticket WHERE id = ANY($1)`), c.expiredIDs); err != nil {
-			return err
-		}
-	}
-	// The limit rows change when tickets were admitted, or when pending releases were folded into
-	// them (deleted from the ledger, so they must be saved).
-	if len(c.admittedIDs) > 0 || c.folded {
-		if err := q.saveLimits(ctx, tx, c.locked); err != nil {
-			return err
-		}
-	}
-	if len(c.admittedIDs) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket t
-		SET state = CASE WHEN $3 <> '' AND t.owner = $3 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
-		FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE t.id = u.id`), c.admittedIDs, c.admittedAt, c.p.Owner); err != nil {
-		return err
-	}
-	for _, o := range slices.Sorted(maps.Keys(c.owners)) {
-		if err := q.notify(ctx, tx, kindAdmitted, o); err != nil {
-			return err
-		}
-	}
-	return nil
 }

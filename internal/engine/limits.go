@@ -43,16 +43,17 @@ type limitRow struct {
 	dirty      bool
 }
 
-func scanLimit(row pgx.Row) (*limitRow, error) {
+// scanLimit scans limitColumns, then into more, the columns that follow them.
+func scanLimit(row pgx.Row, more ...any) (*limitRow, error) {
 	var (
 		r                    limitRow
 		reqAt, tokAt, paused *time.Time
 	)
-	err := row.Scan(&r.limit.Key, &r.limit.MaxConcurrent, &r.limit.RequestsPerSecond, &r.limit.Burst,
+	err := row.Scan(append([]any{&r.limit.Key, &r.limit.MaxConcurrent, &r.limit.RequestsPerSecond, &r.limit.Burst,
 		&r.limit.TokensPerMinute, &r.limit.TokenBurst, &r.limit.MaxInflightTokens,
 		&r.state.Requests.Level, &reqAt, &r.state.Tokens.Level, &tokAt,
 		&r.state.InflightCount, &r.state.InflightTokens, &paused, &r.vtime,
-		&r.learned.RequestsPerSecond, &r.learned.Burst, &r.learned.TokensPerMinute, &r.learned.TokenBurst)
+		&r.learned.RequestsPerSecond, &r.learned.Burst, &r.learned.TokensPerMinute, &r.learned.TokenBurst}, more...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -96,31 +97,57 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 	return out, rows.Err()
 }
 
-// takeReleases deletes from the ledger the releases completions appended for rows, which tx holds
-// locked (see CompleteMany), and returns their sums by key, for foldReleases to apply. Only a holder
-// of a limit row's lock takes its releases, so each is applied once; one committed after this
-// statement's snapshot waits for the next. The caller reads the clock after this, so that no decision
-// uses an instant older than a release it applies.
-func (q *Queue) takeReleases(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) (map[string]throttle.Released, error) {
-	if len(rows) == 0 {
-		return nil, nil
-	}
-	keys := slices.Collect(maps.Keys(rows))
-	rs, err := tx.Query(ctx, q.s(`DELETE FROM {s}.sluice_release WHERE key = ANY($1) RETURNING key, count, reserved, refund`), keys)
+// lockAndTake runs lock, a statement that locks limit rows (selecting limitColumns from sluice_limit,
+// in key order), and in the same statement deletes from the ledger the releases completions appended
+// for the rows it locked (see CompleteMany) and reads the clock. It returns the locked rows with those
+// releases folded in, their keys in key order, the instant, and whether any release was folded: the
+// caller must then save the rows, since the releases are gone from the ledger. args are lock's, from
+// $2 on; $1 is the injected instant.
+//
+// Only a holder of a limit row's lock takes its releases, so each is applied once; one committed after
+// this statement's snapshot waits for the next. The clock is read after the locks are held and the
+// releases taken, so that no decision uses an instant older than the state it reads (and
+// Bucket.Refill ignores one that is).
+func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, lock string, args ...any) (rows map[string]*limitRow, keys []string, now time.Time, folded bool, err error) {
+	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
+		), taken AS (
+			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held) RETURNING r.key, r.count, r.reserved, r.refund
+		), sums AS MATERIALIZED (
+			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund
+			FROM taken GROUP BY key
+		), clock AS MATERIALIZED ( -- after the sums, hence after every lock and the ledger's delete
+			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now FROM (SELECT count(*) FROM sums) after_sums
+		)
+		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), c.now
+		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
 	if err != nil {
-		return nil, err
+		return nil, nil, now, false, err
 	}
 	defer rs.Close()
+	rows = map[string]*limitRow{}
 	sums := map[string]throttle.Released{}
 	for rs.Next() {
-		var k string
-		var r throttle.Released
-		if err := rs.Scan(&k, &r.Count, &r.Reserved, &r.Refund); err != nil {
-			return nil, err
+		var (
+			taken bool
+			rel   throttle.Released
+			count int64
+		)
+		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &now)
+		if err != nil {
+			return nil, nil, now, false, err
 		}
-		sums[k] = sums[k].Add(r)
+		rows[r.limit.Key] = r
+		keys = append(keys, r.limit.Key)
+		if taken {
+			rel.Count = int(count)
+			sums[r.limit.Key] = rel
+		}
 	}
-	return sums, rs.Err()
+	if err := rs.Err(); err != nil {
+		return nil, nil, now, false, err
+	}
+	now = now.UTC()
+	return rows, keys, now, foldReleases(rows, sums, now), nil
 }
 
 // foldReleases applies the releases takeReleases took to rows at now and reports whether there were
@@ -135,8 +162,27 @@ func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, 
 
 // saveLimits writes back the state of every dirty row, in one statement.
 func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) error {
+	args := limitStateArgs(rows)
+	if len(args[0].([]string)) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, q.s(saveLimitsSQL), args...)
+	return err
+}
+
+// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $9.
+const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
+	request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
+	inflight_count = u.inflight_count, inflight_tokens = u.inflight_tokens, paused_until = u.paused_until,
+	vtime = u.vtime, updated_at = now()
+	FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[], $8::timestamptz[], $9::float8[])
+		AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime)
+	WHERE l.key = u.key`
+
+// limitStateArgs are the arguments of saveLimitsSQL: the state of every dirty row, in key order.
+func limitStateArgs(rows map[string]*limitRow) []any {
 	var (
-		keys                   []string
+		keys                   = []string{}
 		reqLevel, tokLevel, vt []float64
 		reqAt, tokAt, paused   []*time.Time
 		inflightN              []int32
@@ -148,7 +194,8 @@ func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limi
 		}
 		return &t
 	}
-	for _, r := range rows {
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		r := rows[k]
 		if !r.dirty {
 			continue
 		}
@@ -162,17 +209,7 @@ func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limi
 		paused = append(paused, opt(r.state.PausedUntil))
 		vt = append(vt, r.vtime)
 	}
-	if len(keys) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit l SET
-		request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
-		inflight_count = u.inflight_count, inflight_tokens = u.inflight_tokens, paused_until = u.paused_until,
-		vtime = u.vtime, updated_at = now()
-		FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[], $8::timestamptz[], $9::float8[])
-			AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime)
-		WHERE l.key = u.key`), keys, reqLevel, reqAt, tokLevel, tokAt, inflightN, inflightTok, paused, vt)
-	return err
+	return []any{keys, reqLevel, reqAt, tokLevel, tokAt, inflightN, inflightTok, paused, vt}
 }
 
 // UpsertLimits creates the limits or, for keys that exist, replaces their configuration. The admission
