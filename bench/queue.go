@@ -102,11 +102,17 @@ func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n, batch i
 	e.count.reset()
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
+	// The claimers stop when the last completion is recorded: nothing else would wake them then.
+	claiming, allDone := context.WithCancel(gctx)
+	defer allDone()
 	for c := range claimers {
 		owner := fmt.Sprint("claimer-", c)
 		finished := make(chan []engine.Ticket, n/batch+1)
-		g.Go(func() error { return claimUntil(gctx, q, notifier, owner, batch, &done, int64(n), finished) })
-		g.Go(func() error { return completeUntil(gctx, q, batch, &done, int64(n), finished) })
+		g.Go(func() error { return claimUntil(claiming, q, notifier, owner, batch, finished) })
+		g.Go(func() error {
+			defer allDone()
+			return completeUntil(gctx, q, batch, &done, int64(n), finished)
+		})
 	}
 	if err := g.Wait(); err != nil {
 		return run{}, err
@@ -116,29 +122,26 @@ func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n, batch i
 
 // claimUntil is the dispatcher Claimer's loop: claim a batch, hand this owner's tickets on (to the
 // completer here, as the runner does once each returns), claim again at once after a full batch,
-// else wait for a notification. It stops once done reaches n.
-func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier, owner string, batch int, done *atomic.Int64,
-	n int64, finished chan<- []engine.Ticket) error {
-	work, unsubscribe := notifier.Subscribe(engine.TopicWork())
-	defer unsubscribe()
-	for done.Load() < n {
+// else wait for a notification. It stops when ctx is done.
+func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier, owner string, batch int,
+	finished chan<- []engine.Ticket) error {
+	waiter := notifier.ClaimWaiter()
+	defer waiter.Close()
+	for {
 		res, err := q.Claim(ctx, engine.ClaimParams{Max: batch, Owner: owner})
+		if ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		if len(res.Admitted) > 0 {
 			finished <- res.Admitted
 		}
-		if len(res.Admitted) < batch {
-			select {
-			case <-work:
-			case <-time.After(pollEvery):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		if len(res.Admitted) < batch && !waiter.Wait(ctx, res.WaitsOnRelease, pollEvery) {
+			return nil
 		}
 	}
-	return nil
 }
 
 // completeUntil is the dispatcher Completer's group commit: it completes, in one transaction, the

@@ -177,8 +177,8 @@ func (r *rateResult) analyze(ctx context.Context, q *engine.Queue, start time.Ti
 
 // claimLoop is the dispatcher Claimer's loop, with each admitted ticket completed at once.
 func claimLoop(ctx context.Context, q *engine.Queue, n *engine.Notifier, owner string) error {
-	work, unsubscribe := n.Subscribe(engine.TopicWork())
-	defer unsubscribe()
+	waiter := n.ClaimWaiter()
+	defer waiter.Close()
 	for {
 		res, err := q.Claim(ctx, engine.ClaimParams{Max: engine.DefaultClaimMax, Owner: owner})
 		if err != nil {
@@ -200,13 +200,8 @@ func claimLoop(ctx context.Context, q *engine.Queue, n *engine.Notifier, owner s
 		if len(res.Admitted) == engine.DefaultClaimMax {
 			next = 0
 		}
-		if next > 0 {
-			select {
-			case <-work:
-			case <-time.After(next):
-			case <-ctx.Done():
-				return nil
-			}
+		if next > 0 && !waiter.Wait(ctx, res.WaitsOnRelease, next) {
+			return nil
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // Claimer admits queued tickets of every owner: it runs the throttled dequeue whenever work is
-// notified, when the earliest blocked line can admit again, and every PollInterval. The tickets of
+// notified, when completions make room that its last claim left tickets waiting for, when the
+// earliest blocked line can admit again, and every PollInterval. The tickets of
 // this process it admits it hands to the Runner at once; other owners' wait for their own take.
 type Claimer struct {
 	loops
@@ -23,16 +24,17 @@ func (c *Claimer) Start(ctx context.Context) error { return c.start(ctx, c.loop)
 func (c *Claimer) Stop(ctx context.Context) error { return c.stop(ctx) }
 
 func (c *Claimer) loop(ctx context.Context) {
-	work, unsubscribe := c.notifier.Subscribe(engine.TopicWork())
-	defer unsubscribe()
+	waiter := c.notifier.ClaimWaiter()
+	defer waiter.Close()
 	for {
 		res, err := c.q.Claim(ctx, engine.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
-		next := c.cfg.PollInterval
+		next, onRelease := c.cfg.PollInterval, res.WaitsOnRelease
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
 			c.log.Warn("sluice: claim", "error", err)
+			onRelease = true
 		case len(res.Admitted) == c.cfg.ClaimBatch:
 			next = 0
 		case !res.RetryAt.IsZero():
@@ -47,7 +49,7 @@ func (c *Claimer) loop(ctx context.Context) {
 		for _, t := range res.Expired {
 			c.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report
 		}
-		if next > 0 && !wait(ctx, work, next) {
+		if next > 0 && !waiter.Wait(ctx, onRelease, next) {
 			return
 		}
 	}

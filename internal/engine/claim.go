@@ -235,6 +235,13 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	if d.Blocked != throttle.ReasonNone {
 		c.res.Blocked[line] = d.Blocked
 	}
+	c.res.WaitsOnRelease = c.res.WaitsOnRelease || releaseLifts(d.Blocked) ||
+		slices.ContainsFunc(d.Waits, func(w throttle.Wait) bool { return releaseLifts(w.Reason) })
 	c.res.retryAt(d.RetryAt)
 	c.res.Busy = c.res.Busy || d.Busy
+}
+
+// releaseLifts reports whether a completion's release can lift a wait for reason r.
+func releaseLifts(r throttle.Reason) bool {
+	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r == throttle.ReasonTokens
 }

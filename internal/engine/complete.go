@@ -41,7 +41,7 @@ func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
 // does one: the tickets are locked in ID order and their outcomes written, and what they release is
 // appended, summed per limit, to the release ledger, which the next claim holding each limit row folds
 // into it. A completion thus never locks a limit row: finishing work does not make claimers on the
-// same key skip it or wait. One notification wakes the claimers. It reports, in the order of ps,
+// same key skip it or wait. One notification (TopicReleased) wakes the claimers that wait for room. It reports, in the order of ps,
 // whether each ticket was completed: false when it is not admitted or running (handed back, or
 // completed already). On error nothing is completed.
 func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, error) {
@@ -68,7 +68,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		clear(found)
 		rows, err := tx.Query(ctx, q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
-			NotifyChannel, q.opts.Schema+"|"+kindWork+"|")
+			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|")
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,8 @@ import (
 
 // Notification kinds carried on NotifyChannel.
 const (
-	kindWork     = "work"     // a ticket was enqueued, or room was made: claimers look again
+	kindWork     = "work"     // a ticket was enqueued, or a limit changed: claimers look again
+	kindReleased = "released" // completions made room: claimers that wait for room look again
 	kindAdmitted = "admitted" // tickets were admitted for the owner named in the argument
 )
 
@@ -19,9 +20,14 @@ type Topic struct {
 	kind, arg string
 }
 
-// TopicWork fires when a ticket is enqueued or a limit gets room (a release, a limit raised): what
-// claimers wait for.
+// TopicWork fires when a ticket is enqueued, a limit changes (raised, resumed) or a ticket is put
+// back in line or handed back: what every claimer waits for.
 func TopicWork() Topic { return Topic{kind: kindWork} }
+
+// TopicReleased fires when completions released their limits: what a claimer waits for when its last
+// claim left tickets waiting for room (ClaimResult.WaitsOnRelease). It fires at every committed batch
+// of completions, so a claimer with nothing waiting for room ignores it rather than claim in vain.
+func TopicReleased() Topic { return Topic{kind: kindReleased} }
 
 // TopicAdmitted fires when tickets of owner were admitted: what the owner waits for.
 func TopicAdmitted(owner string) Topic { return Topic{kind: kindAdmitted, arg: owner} }
@@ -145,10 +151,53 @@ func (n *Notifier) listen(ctx context.Context) error {
 			continue
 		}
 		switch kind {
-		case kindWork:
-			n.fire(Topic{kind: kindWork})
+		case kindWork, kindReleased:
+			n.fire(Topic{kind: kind})
 		case kindAdmitted:
 			n.fire(Topic{kind: kindAdmitted, arg: arg})
 		}
+	}
+}
+
+// ClaimWaiter is what a claimer waits on between claims: work, and completions' releases when its
+// last claim left tickets waiting for room. Create it with Notifier.ClaimWaiter and Close it when done.
+type ClaimWaiter struct {
+	work, released <-chan struct{}
+	stops          []func()
+}
+
+// ClaimWaiter subscribes a claimer to TopicWork and TopicReleased.
+func (n *Notifier) ClaimWaiter() *ClaimWaiter {
+	work, stopWork := n.Subscribe(TopicWork())
+	released, stopReleased := n.Subscribe(TopicReleased())
+	return &ClaimWaiter{work: work, released: released, stops: []func(){stopWork, stopReleased}}
+}
+
+// Wait waits up to d for work, or, when onRelease (the last claim's WaitsOnRelease), for completions'
+// releases. Other releases are ignored: no ticket of the last claim waits for room, so claiming again
+// would find what it found. It returns false when ctx is done.
+func (w *ClaimWaiter) Wait(ctx context.Context, onRelease bool, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.work:
+			return true
+		case <-w.released:
+			if onRelease {
+				return true
+			}
+		case <-t.C:
+			return true
+		}
+	}
+}
+
+// Close unsubscribes.
+func (w *ClaimWaiter) Close() {
+	for _, stop := range w.stops {
+		stop()
 	}
 }
