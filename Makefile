@@ -54,7 +54,7 @@ test-faults: bin/temporal ## Run the fault-tolerance scenarios in their long for
 
 bench: bin/temporal ## Sluice beside River on this Postgres, then the plugin through Temporal (BENCH_FLAGS=-short for a few minutes)
 	cd bench && $(WITH_PG) $(GO) run . -out $(BIN)/bench $(BENCH_FLAGS)
-	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -run '^$$' -bench 'Plugin_' -benchtime 1x -count 1 ./interceptor/ | tee $(BIN)/bench/temporal.txt
+	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -run '^$$' -bench 'Plugin_' -benchtime 1x -count 1 -timeout 60m ./interceptor/ | tee $(BIN)/bench/temporal.txt
 
 bench-go: bin/temporal ## Run the Go benchmarks of the library's packages (BENCH=regexp, BENCH_COUNT=5, BENCHTIME=2s)
 	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -count $(BENCH_COUNT) ./...

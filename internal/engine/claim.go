@@ -67,6 +67,7 @@ type claimRun struct {
 	// The lines that admitted tickets, and how many each, for their queue depth.
 	depthLines    []string
 	depthAdmitted []int
+	firstPage     int // the size of the page read ahead (claimTx.ahead)
 }
 
 func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimResult, error) {
@@ -76,32 +77,58 @@ func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimRes
 		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
 		owners: map[string]bool{},
 	}
-	lines, err := c.lockLines(ctx)
+	// The first line's first page goes with the first round trip: it locks the same line, the first
+	// with queued work (the claim's own lock does not skip it), and reads a page of it.
+	c.firstPage = min(max(p.Max, 64), maxLineScan)
+	tx.aheadSQL, tx.aheadArgs = q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket WHERE line_key = (
+			SELECT l.key FROM {s}.sluice_limit l
+			WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+			ORDER BY key LIMIT 1 FOR UPDATE OF l SKIP LOCKED)
+		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`), []any{c.firstPage}
+	lines, err := c.lockLines(ctx, "", min(firstLines, p.MaxLines))
 	if err != nil || len(lines) == 0 {
 		return c.res, err
 	}
-	c.res.Now = c.now
-	for _, line := range lines {
-		if c.budget == 0 {
+	// Lines are locked a few at a time, as the budget needs them: a claim filled by its first line
+	// (the common case) locks, and writes the lock of, one chunk only, and leaves the other lines to
+	// other claimers.
+	for chunk, locked := len(lines), 0; ; {
+		for _, line := range lines {
+			if c.budget == 0 {
+				break
+			}
+			if err := c.claimLine(ctx, line); err != nil {
+				return c.res, err
+			}
+		}
+		if locked += len(lines); c.budget == 0 || len(lines) < chunk || locked >= p.MaxLines {
 			break
 		}
-		if err := c.claimLine(ctx, line); err != nil {
+		chunk = min(2*chunk, p.MaxLines-locked)
+		if lines, err = c.lockLines(ctx, lines[len(lines)-1], chunk); err != nil {
 			return c.res, err
 		}
 	}
 	return c.res, c.store(ctx)
 }
 
-// lockLines locks up to MaxLines lines with queued work, skipping those other claimers hold, takes
-// their pending releases and reads the clock (see lockAndTake), and returns their keys in key order.
-// With none, it sets Busy if queued work exists all the same.
-func (c *claimRun) lockLines(ctx context.Context) ([]string, error) {
+// firstLines is how many lines a claim locks first; each further chunk is twice the last, up to
+// ClaimParams.MaxLines in all.
+const firstLines = 4
+
+// lockLines locks up to n lines with queued work after the key after, skipping those other claimers
+// hold, takes their pending releases and reads the clock (see lockAndTake), and returns their keys in
+// key order. When the first finds none, it sets Busy if queued work exists all the same.
+func (c *claimRun) lockLines(ctx context.Context, after string, n int) ([]string, error) {
 	// The EXISTS is one index probe per limit row.
-	rows, lines, now, folded, err := c.q.lockAndTake(ctx, c.tx, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
-		WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
-		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, c.p.MaxLines)
-	if err != nil || len(lines) > 0 {
-		c.locked, c.now, c.folded, c.res.Now = rows, now, folded, now
+	lines, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
+		WHERE key > $3 AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, n, after)
+	if err != nil || len(lines) > 0 || after != "" {
+		c.now, c.folded, c.res.Now = later(c.now, now), c.folded || folded, later(c.now, now)
+		for _, line := range lines {
+			delete(c.unavailable, line) // held by another claimer when a ticket reached it, not now
+		}
 		return lines, err
 	}
 	// Either nothing is queued, or other claimers hold every line.
@@ -110,6 +137,14 @@ func (c *claimRun) lockLines(ctx context.Context) ([]string, error) {
 	// The transaction locked nothing: it commits with the check.
 	return nil, c.tx.commitWith(ctx, func(pgx.Rows) error { c.res.Busy = true; return nil },
 		c.q.s(`SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued' ORDER BY line_key, priority, vstart, seq LIMIT 1`))
+}
+
+// later returns the later of two instants.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // claimLine reads a line a page at a time and has throttle decide on each page. Tickets held back
@@ -140,8 +175,13 @@ func (c *claimRun) claimLine(ctx context.Context, line string) error {
 	return nil
 }
 
-// page locks and returns up to size queued tickets of line, in line order, after cursor.
+// page locks and returns up to size queued tickets of line, in line order, after cursor: the page read
+// ahead with the locks when it is this one.
 func (c *claimRun) page(ctx context.Context, line string, cursor *Ticket, size int) ([]Ticket, error) {
+	if ahead := c.tx.ahead; cursor == nil && len(ahead) > 0 && ahead[0].LineKey == line && size == c.firstPage {
+		c.tx.ahead = nil
+		return ahead, nil
+	}
 	if cursor == nil {
 		return collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
 			WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, size))
@@ -180,16 +220,16 @@ func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool
 func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]throttle.LimitState, time.Time, error) {
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
-	rows, _, now, folded, err := c.q.lockAndTake(ctx, c.tx, `SELECT `+limitColumns+` FROM {s}.sluice_limit
+	locked, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit
 		WHERE key = ANY($2) ORDER BY key FOR UPDATE SKIP LOCKED`, slices.Compact(keys))
-	if err != nil || len(rows) == 0 {
+	if err != nil || len(locked) == 0 {
 		return nil, time.Time{}, err
 	}
 	// Decisions from here on read the newly locked rows, with the clock read after their locks.
 	c.folded = folded || c.folded
-	got := make(map[string]throttle.LimitState, len(rows))
-	for k, r := range rows {
-		c.locked[k] = r
+	got := make(map[string]throttle.LimitState, len(locked))
+	for _, k := range locked {
+		r := c.locked[k]
 		got[k] = throttle.LimitState{Limit: r.limit, State: r.state}
 	}
 	return got, now, nil

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -161,6 +162,44 @@ func TestQueue_Claim(t *testing.T) {
 		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 2)
 	})
 
+	t.Run("LocksLinesInChunksUpToMaxLines", func(t *testing.T) {
+		t.Parallel()
+		// Lines are locked 4, then 8, then 16 at a time: a claim that needs many short lines reads
+		// on through the chunks, up to MaxLines.
+		var limits []throttle.Limit
+		for i := range 30 {
+			limits = append(limits, throttle.Limit{Key: fmt.Sprintf("k%02d", i), MaxConcurrent: 5})
+		}
+		q, _ := setup(t, limits...)
+		for _, l := range limits {
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}})
+		}
+		res := claim(t, q, engine.ClaimParams{MaxLines: 6})
+		require.Len(t, res.Admitted, 6, "two chunks: 4 lines, then the 2 left of MaxLines")
+		require.Equal(t, []string{"k00", "k01", "k02", "k03", "k04", "k05"}, lineKeys(res.Admitted))
+		res = claim(t, q, engine.ClaimParams{Max: 20})
+		require.Len(t, res.Admitted, 20, "chunks of 4, 8 and 16 lines until the budget is spent")
+		require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 4)
+		requireHealthy(t, q)
+	})
+
+	t.Run("ReadsEveryLineALineAfterAnotherLimitLockedIt", func(t *testing.T) {
+		t.Parallel()
+		// Line a's ticket also draws on z; z is also a line, reached in a later chunk. It is claimed
+		// from the row the claim holds, with the a ticket's admission counted.
+		q, _ := setup(t, throttle.Limit{Key: "a", MaxConcurrent: 5}, throttle.Limit{Key: "b", MaxConcurrent: 5},
+			throttle.Limit{Key: "c", MaxConcurrent: 5}, throttle.Limit{Key: "d", MaxConcurrent: 5},
+			throttle.Limit{Key: "z", MaxConcurrent: 2})
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"a", "z"}})
+		for _, k := range []string{"b", "c", "d", "z", "z"} {
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{k}})
+		}
+		res := claim(t, q, engine.ClaimParams{})
+		require.Len(t, res.Admitted, 5, "a (with z), b, c, d, and one of z's two: z allows 2 at once")
+		require.Equal(t, throttle.ReasonConcurrency, res.Blocked["z"])
+		requireHealthy(t, q)
+	})
+
 	t.Run("MaxBoundsTheBatch", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 100})
@@ -239,4 +278,13 @@ func TestQueue_Claim(t *testing.T) {
 		b.clock.Add(time.Minute)
 		require.Equal(t, []int64{later.ID}, ids(claim(t, q, engine.ClaimParams{}).Admitted))
 	})
+}
+
+// lineKeys returns the line of each ticket, in order.
+func lineKeys(ts []engine.Ticket) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.LineKey
+	}
+	return out
 }

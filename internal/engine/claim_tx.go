@@ -13,6 +13,11 @@ type claimTx struct {
 	conn  *pgx.Conn
 	begun bool // the BEGIN has been sent
 	done  bool // committed or rolled back
+	// aheadSQL, when set, is a page sent in the first round trip after the first query; its tickets
+	// are read into ahead when the first query's rows close.
+	aheadSQL  string
+	aheadArgs []any
+	ahead     []Ticket
 }
 
 // Query runs sql in the transaction; the first runs with the BEGIN.
@@ -24,6 +29,9 @@ func (t *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	b := &pgx.Batch{}
 	b.Queue("begin")
 	b.Queue(sql, args...)
+	if t.aheadSQL != "" {
+		b.Queue(t.aheadSQL, t.aheadArgs...)
+	}
 	br := t.conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -34,18 +42,37 @@ func (t *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 		_ = br.Close()
 		return nil, err
 	}
-	return batchRows{rows, br}, nil
+	return &batchRows{Rows: rows, t: t, br: br}, nil
 }
 
-// batchRows are the rows of a batch's last query: closing them closes the batch.
+// batchRows are the rows of the first round trip's query: closing them reads the page sent after it,
+// if any, and closes the batch, so that the connection is free for the next statement.
 type batchRows struct {
 	pgx.Rows
-	br pgx.BatchResults
+	t   *claimTx
+	br  pgx.BatchResults
+	err error
 }
 
-func (r batchRows) Close() {
+func (r *batchRows) Close() {
+	if r.br == nil {
+		return
+	}
 	r.Rows.Close()
-	_ = r.br.Close()
+	if r.Rows.Err() == nil && r.t.aheadSQL != "" {
+		r.t.ahead, r.err = collectTickets(r.br.Query())
+	}
+	if err := r.br.Close(); r.err == nil {
+		r.err = err
+	}
+	r.br = nil
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
 }
 
 // commitWith runs sql, when not empty, and commits, in one round trip, calling scan on each row sql

@@ -99,8 +99,10 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 
 // lockAndTake runs lock, a statement that locks limit rows (selecting limitColumns from sluice_limit,
 // in key order), and in the same statement deletes from the ledger the releases completions appended
-// for the rows it locked (see CompleteMany) and reads the clock. It returns the locked rows with those
-// releases folded in, their keys in key order, the instant, and whether any release was folded: the
+// for the rows it locked (see CompleteMany) and reads the clock. The rows it locked join held, with
+// those releases folded in; a row held already (a transaction's own lock does not skip it) keeps the
+// state the claim has decided so far, and only the new releases are folded into it. It returns the
+// keys the statement locked, in key order, the instant, and whether any release was folded: the
 // caller must then save the rows, since the releases are gone from the ledger. args are lock's, from
 // $2 on; $1 is the injected instant.
 //
@@ -108,7 +110,7 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 // this statement's snapshot waits for the next. The clock is read after the locks are held and the
 // releases taken, so that no decision uses an instant older than the state it reads (and
 // Bucket.Refill ignores one that is).
-func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, lock string, args ...any) (rows map[string]*limitRow, keys []string, now time.Time, folded bool, err error) {
+func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
 	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
 		), taken AS (
 			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held) RETURNING r.key, r.count, r.reserved, r.refund
@@ -121,10 +123,9 @@ func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, lock string, args 
 		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), c.now
 		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
 	if err != nil {
-		return nil, nil, now, false, err
+		return nil, now, false, err
 	}
 	defer rs.Close()
-	rows = map[string]*limitRow{}
 	sums := map[string]throttle.Released{}
 	for rs.Next() {
 		var (
@@ -134,20 +135,23 @@ func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, lock string, args 
 		)
 		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &now)
 		if err != nil {
-			return nil, nil, now, false, err
+			return nil, now, false, err
 		}
-		rows[r.limit.Key] = r
+		if _, ok := held[r.limit.Key]; !ok {
+			held[r.limit.Key] = r
+		}
 		keys = append(keys, r.limit.Key)
 		if taken {
 			rel.Count = int(count)
 			sums[r.limit.Key] = rel
 		}
 	}
+	rs.Close() // before Err: closing reads what the round trip sent after the statement (claimTx)
 	if err := rs.Err(); err != nil {
-		return nil, nil, now, false, err
+		return nil, now, false, err
 	}
 	now = now.UTC()
-	return rows, keys, now, foldReleases(rows, sums, now), nil
+	return keys, now, foldReleases(held, sums, now), nil
 }
 
 // foldReleases applies the releases takeReleases took to rows at now and reports whether there were
