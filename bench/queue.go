@@ -138,7 +138,7 @@ func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier,
 		if len(res.Admitted) > 0 {
 			finished <- res.Admitted
 		}
-		if len(res.Admitted) < batch && !waiter.Wait(ctx, res.WaitsOnRelease, pollEvery) {
+		if len(res.Admitted) < batch && !res.More && !waiter.Wait(ctx, res.WaitsOnRelease, pollEvery) {
 			return nil
 		}
 	}

@@ -197,7 +197,7 @@ func claimLoop(ctx context.Context, q *engine.Queue, n *engine.Notifier, owner s
 		if !res.RetryAt.IsZero() {
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
 		}
-		if len(res.Admitted) == engine.DefaultClaimMax {
+		if len(res.Admitted) == engine.DefaultClaimMax || res.More {
 			next = 0
 		}
 		if next > 0 && !waiter.Wait(ctx, res.WaitsOnRelease, next) {

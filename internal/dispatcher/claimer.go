@@ -35,7 +35,7 @@ func (c *Claimer) loop(ctx context.Context) {
 		case err != nil:
 			c.log.Warn("sluice: claim", "error", err)
 			onRelease = true
-		case len(res.Admitted) == c.cfg.ClaimBatch:
+		case len(res.Admitted) == c.cfg.ClaimBatch || res.More:
 			next = 0
 		case !res.RetryAt.IsZero():
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))

@@ -67,7 +67,8 @@ type claimRun struct {
 	// The lines that admitted tickets, and how many each, for their queue depth.
 	depthLines    []string
 	depthAdmitted []int
-	firstPage     int // the size of the page read ahead (claimTx.ahead)
+	firstPage     int      // the size of the page read ahead (claimTx.ahead)
+	lines         []string // the lines locked, in the order read
 }
 
 func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimResult, error) {
@@ -77,65 +78,96 @@ func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimRes
 		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
 		owners: map[string]bool{},
 	}
-	// The first line's first page goes with the first round trip: it locks the same line, the first
-	// with queued work (the claim's own lock does not skip it), and reads a page of it.
+	// Each claim reads the lines from where the last one of this Queue stopped, round the key space,
+	// so that lines past MaxLines are reached even while the first ones wait.
+	from := q.lineCursor()
+	// The first line's first page goes with the first round trip: it locks the first line with queued
+	// work after from (the claim's own lock does not skip it), usually the one the locks took first,
+	// and reads a page of it. When a race makes it another line, the page is not used: that line's
+	// row and page stay locked, unread, until the claim commits.
 	c.firstPage = min(max(p.Max, 64), maxLineScan)
 	tx.aheadSQL, tx.aheadArgs = q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket WHERE line_key = (
 			SELECT l.key FROM {s}.sluice_limit l
-			WHERE EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+			WHERE l.key > $2 AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
 			ORDER BY key LIMIT 1 FOR UPDATE OF l SKIP LOCKED)
-		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`), []any{c.firstPage}
-	lines, err := c.lockLines(ctx, "", min(firstLines, p.MaxLines))
-	if err != nil || len(lines) == 0 {
+		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`), []any{c.firstPage, from}
+	if err := c.claimLines(ctx, from); err != nil {
 		return c.res, err
 	}
-	// Lines are locked a few at a time, as the budget needs them: a claim filled by its first line
-	// (the common case) locks, and writes the lock of, one chunk only, and leaves the other lines to
-	// other claimers.
-	for chunk, locked := len(lines), 0; ; {
+	if len(c.lines) == 0 {
+		q.setLineCursor("")
+		return c.res, c.busy(ctx)
+	}
+	q.setLineCursor(c.lines[len(c.lines)-1])
+	return c.res, c.store(ctx)
+}
+
+// claimLines locks lines a few at a time, as the budget needs them, and claims each: a claim filled
+// by its first line (the common case) locks, and writes the lock of, one chunk only, and leaves the
+// other lines to other claimers. It reads the lines after from, then wraps round to those up to it,
+// MaxLines in all.
+func (c *claimRun) claimLines(ctx context.Context, from string) error {
+	after, upto := from, ""
+	for chunk := min(firstLines, c.p.MaxLines); c.budget > 0; {
+		lines, err := c.lockLines(ctx, after, upto, chunk)
+		if err != nil {
+			return err
+		}
 		for _, line := range lines {
 			if c.budget == 0 {
 				break
 			}
 			if err := c.claimLine(ctx, line); err != nil {
-				return c.res, err
+				return err
 			}
 		}
-		if locked += len(lines); c.budget == 0 || len(lines) < chunk || locked >= p.MaxLines {
-			break
-		}
-		chunk = min(2*chunk, p.MaxLines-locked)
-		if lines, err = c.lockLines(ctx, lines[len(lines)-1], chunk); err != nil {
-			return c.res, err
+		c.lines = append(c.lines, lines...)
+		switch left := c.p.MaxLines - len(c.lines); {
+		case c.budget == 0:
+			return nil
+		case left == 0:
+			c.res.More = len(c.admittedIDs) > 0 // lines it did not reach may have work
+			return nil
+		case len(lines) < chunk && (upto != "" || from == ""):
+			return nil // every line read
+		case len(lines) < chunk:
+			after, upto, chunk = "", from, min(chunk, left) // wrap round
+		default:
+			after, chunk = lines[len(lines)-1], min(2*chunk, left)
 		}
 	}
-	return c.res, c.store(ctx)
+	return nil
 }
 
 // firstLines is how many lines a claim locks first; each further chunk is twice the last, up to
 // ClaimParams.MaxLines in all.
 const firstLines = 4
 
-// lockLines locks up to n lines with queued work after the key after, skipping those other claimers
-// hold, takes their pending releases and reads the clock (see lockAndTake), and returns their keys in
-// key order. When the first finds none, it sets Busy if queued work exists all the same.
-func (c *claimRun) lockLines(ctx context.Context, after string, n int) ([]string, error) {
+// lockLines locks up to n lines with queued work after the key after (and up to upto, unless empty),
+// skipping those other claimers hold, takes their pending releases and reads the clock (see
+// lockAndTake), and returns their keys in key order.
+func (c *claimRun) lockLines(ctx context.Context, after, upto string, n int) ([]string, error) {
 	// The EXISTS is one index probe per limit row.
 	lines, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
-		WHERE key > $3 AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
-		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, n, after)
-	if err != nil || len(lines) > 0 || after != "" {
-		c.now, c.folded, c.res.Now = later(c.now, now), c.folded || folded, later(c.now, now)
-		for _, line := range lines {
-			delete(c.unavailable, line) // held by another claimer when a ticket reached it, not now
-		}
-		return lines, err
+		WHERE key > $3 AND ($4 = '' OR key <= $4)
+			AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, n, after, upto)
+	if err != nil {
+		return nil, err
 	}
-	// Either nothing is queued, or other claimers hold every line.
-	// In the line index's order, so that it reads the index's first entry: a plain EXISTS may be
-	// planned as a scan of the table from its start, past every ticket claimed since the last vacuum.
-	// The transaction locked nothing: it commits with the check.
-	return nil, c.tx.commitWith(ctx, func(pgx.Rows) error { c.res.Busy = true; return nil },
+	c.now, c.folded, c.res.Now = later(c.now, now), c.folded || folded, later(c.now, now)
+	for _, line := range lines {
+		delete(c.unavailable, line) // held by another claimer when a ticket reached it, not now
+	}
+	return lines, nil
+}
+
+// busy ends a claim that locked no line, committing a check of whether queued work exists all the
+// same (other claimers hold every line): Busy. The check reads the line index in its order, so that it
+// reads the index's first entry: a plain EXISTS may be planned as a scan of the table from its start,
+// past every ticket claimed since the last vacuum.
+func (c *claimRun) busy(ctx context.Context) error {
+	return c.tx.commitWith(ctx, func(pgx.Rows) error { c.res.Busy = true; return nil },
 		c.q.s(`SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued' ORDER BY line_key, priority, vstart, seq LIMIT 1`))
 }
 
@@ -275,7 +307,10 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	if d.Blocked != throttle.ReasonNone {
 		c.res.Blocked[line] = d.Blocked
 	}
-	c.res.WaitsOnRelease = c.res.WaitsOnRelease || releaseLifts(d.Blocked) ||
+	// A ticket passed over because another claimer held one of its limits (d.Busy) waits for that
+	// claim's commit, which nothing notifies: it counts as waiting for a release, the next of which
+	// is likely sooner than the poll.
+	c.res.WaitsOnRelease = c.res.WaitsOnRelease || d.Busy || releaseLifts(d.Blocked) ||
 		slices.ContainsFunc(d.Waits, func(w throttle.Wait) bool { return releaseLifts(w.Reason) })
 	c.res.retryAt(d.RetryAt)
 	c.res.Busy = c.res.Busy || d.Busy

@@ -66,10 +66,14 @@ type ClaimResult struct {
 	RetryAt time.Time
 	// Busy reports that lines with queued work were skipped because another claimer held them.
 	Busy bool
+	// More reports that the claim admitted tickets, stopped at MaxLines with budget left, and so may
+	// have left lines with work unread: the claimer should claim again at once, as after a full batch.
+	More bool
 	// WaitsOnRelease reports that tickets were left waiting for room a completion can make: a line
 	// blocked, or a ticket passed over, for concurrency, in-flight tokens or the token budget (a
-	// completion's refund). The claimer should then claim again at TopicReleased; otherwise that
-	// notification cannot change its claim's outcome.
+	// completion's refund), or a ticket passed over because another claimer held one of its limits.
+	// The claimer should then claim again at TopicReleased; otherwise that notification cannot change
+	// its claim's outcome.
 	WaitsOnRelease bool
 	// QueueDepth is, for each line that admitted tickets, how many were still queued in it after the
 	// claim, counted up to 1,000 so that the count stays as cheap as the claim.

@@ -183,6 +183,29 @@ func TestQueue_Claim(t *testing.T) {
 		requireHealthy(t, q)
 	})
 
+	t.Run("ReadsOnFromTheLastClaimAndSaysMore", func(t *testing.T) {
+		t.Parallel()
+		var limits []throttle.Limit
+		for i := range 10 {
+			limits = append(limits, throttle.Limit{Key: fmt.Sprintf("k%02d", i), MaxConcurrent: 1})
+		}
+		q, _ := setup(t, limits...)
+		for _, l := range limits {
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}})
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}}) // waits for the first
+		}
+		var got []int
+		var more []bool
+		for range 4 {
+			res := claim(t, q, engine.ClaimParams{MaxLines: 4})
+			got, more = append(got, len(res.Admitted)), append(more, res.More)
+		}
+		require.Equal(t, []int{4, 4, 2, 0}, got,
+			"each claim reads on from where the last stopped: the first four lines wait, the next are reached")
+		require.Equal(t, []bool{true, true, true, false}, more,
+			"more while a claim admits and stops at MaxLines (the third wrapped round to k00, k01); the fourth admitted nothing")
+	})
+
 	t.Run("ReadsEveryLineALineAfterAnotherLimitLockedIt", func(t *testing.T) {
 		t.Parallel()
 		// Line a's ticket also draws on z; z is also a line, reached in a later chunk. It is claimed

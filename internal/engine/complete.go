@@ -93,16 +93,18 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 // The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
 // does, so that two of them cannot deadlock.
 //
-// The tickets are found by ID alone and their state is tested on the locked row (the latest version,
-// read after any wait for its lock), so that the only plan is a probe of the primary key per run. A
-// state test in the WHERE clause let the planner, with statistics taken while every ticket was queued,
-// scan an index for the states instead and read the input once per ticket found: quadratic.
+// The tickets are found by ID (a queued one, put back in line, is neither locked nor waited for) and
+// their state is tested on the locked row (the latest version, read after any wait for its lock), so
+// that the only plan is a probe of the primary key per run: "state <> 'queued'" is no index's
+// condition. "state IN ('admitted', 'running')" in the join let the planner, with statistics taken
+// while every ticket was queued, scan an index for the states and read the input once per ticket it
+// found: quadratic.
 const completeSQL = `WITH clock AS MATERIALIZED (
 	SELECT coalesce($5::timestamptz, clock_timestamp()) AS now -- once: the batch's one instant
 ), locked AS MATERIALIZED (
 	SELECT t.id, t.state, u.actual, u.kind, u.outcome
 	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[]) AS u(id, actual, kind, outcome)
-	JOIN {s}.sluice_ticket t ON t.id = u.id
+	JOIN {s}.sluice_ticket t ON t.id = u.id AND t.state <> 'queued'
 	ORDER BY t.id FOR UPDATE OF t
 ), done AS (
 	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = n.now, deliver_after = n.now,

@@ -117,8 +117,9 @@ func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, held map[string]*l
 		), sums AS MATERIALIZED (
 			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund
 			FROM taken GROUP BY key
-		), clock AS MATERIALIZED ( -- after the sums, hence after every lock and the ledger's delete
-			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now FROM (SELECT count(*) FROM sums) after_sums
+		), clock AS MATERIALIZED ( -- after every lock and the ledger's delete: it reads both to their end
+			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
+			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums
 		)
 		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), c.now
 		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
@@ -154,7 +155,7 @@ func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, held map[string]*l
 	return keys, now, foldReleases(held, sums, now), nil
 }
 
-// foldReleases applies the releases takeReleases took to rows at now and reports whether there were
+// foldReleases applies the releases lockAndTake took to rows at now and reports whether there were
 // any: the caller must then save the rows, since the releases are gone from the ledger.
 func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, now time.Time) bool {
 	for k, sum := range sums {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,7 +72,18 @@ type Queue struct {
 	pool   *pgxpool.Pool
 	opts   Options
 	schema string // quoted
+	// cursor is the line this Queue's last claim stopped at: the next reads on from it.
+	cursor atomic.Pointer[string]
 }
+
+func (q *Queue) lineCursor() string {
+	if p := q.cursor.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (q *Queue) setLineCursor(line string) { q.cursor.Store(&line) }
 
 // New returns a Queue over pool. It does not touch the database: run Migrate first.
 func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
