@@ -69,6 +69,7 @@ type claimRun struct {
 	depthAdmitted []int
 	firstPage     int      // the size of the page read ahead (claimTx.ahead)
 	lines         []string // the lines locked, in the order read
+	atMaxLines    bool     // the claim stopped at MaxLines, budget left
 }
 
 func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimResult, error) {
@@ -78,8 +79,8 @@ func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimRes
 		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
 		owners: map[string]bool{},
 	}
-	// Each claim reads the lines from where the last one of this Queue stopped, round the key space,
-	// so that lines past MaxLines are reached even while the first ones wait.
+	// A claim reads the lines from where the last one of this Queue stopped at MaxLines, round the key
+	// space, so that lines past MaxLines are reached even while the first ones wait.
 	from := q.lineCursor()
 	// The first line's first page goes with the first round trip: it locks the first line with queued
 	// work after from (the claim's own lock does not skip it), usually the one the locks took first,
@@ -94,11 +95,16 @@ func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimRes
 	if err := c.claimLines(ctx, from); err != nil {
 		return c.res, err
 	}
-	if len(c.lines) == 0 {
+	// Only a claim that stopped at MaxLines moves the cursor: one that read every line, or whose
+	// budget was spent, leaves the next to start from the first line, in one round trip.
+	if len(c.lines) == 0 || !c.atMaxLines {
 		q.setLineCursor("")
+	} else {
+		q.setLineCursor(c.lines[len(c.lines)-1])
+	}
+	if len(c.lines) == 0 {
 		return c.res, c.busy(ctx)
 	}
-	q.setLineCursor(c.lines[len(c.lines)-1])
 	return c.res, c.store(ctx)
 }
 
@@ -126,6 +132,7 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 		case c.budget == 0:
 			return nil
 		case left == 0:
+			c.atMaxLines = true
 			c.res.More = len(c.admittedIDs) > 0 // lines it did not reach may have work
 			return nil
 		case len(lines) < chunk && (upto != "" || from == ""):
