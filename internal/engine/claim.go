@@ -84,8 +84,8 @@ func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimRes
 	from := q.lineCursor()
 	// The first line's first page goes with the first round trip: it locks the first line with queued
 	// work after from (the claim's own lock does not skip it), usually the one the locks took first,
-	// and reads a page of it. When a race makes it another line, the page is not used: that line's
-	// row and page stay locked, unread, until the claim commits.
+	// and reads a page of it. When a race makes it another line (another claimer freed it between the
+	// two statements), the claim takes that line too (adoptAhead).
 	c.firstPage = min(max(p.Max, 64), maxLineScan)
 	tx.aheadSQL, tx.aheadArgs = q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket WHERE line_key = (
 			SELECT l.key FROM {s}.sluice_limit l
@@ -116,6 +116,9 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 	after, upto := from, ""
 	for chunk := min(firstLines, c.p.MaxLines); c.budget > 0; {
 		lines, err := c.lockLines(ctx, after, upto, chunk)
+		if err == nil && len(c.lines) == 0 {
+			lines, err = c.adoptAhead(ctx, lines)
+		}
 		if err != nil {
 			return err
 		}
@@ -144,6 +147,23 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 		}
 	}
 	return nil
+}
+
+// adoptAhead adds to the first lines the line of the page read ahead, when the locks did not take it:
+// the page's statement locked its row after another claimer freed it. Left undecided, the line would
+// make other claimers skip it with nothing to wake them for it.
+func (c *claimRun) adoptAhead(ctx context.Context, lines []string) ([]string, error) {
+	ahead := c.tx.ahead
+	if len(ahead) == 0 || slices.Contains(lines, ahead[0].LineKey) {
+		return lines, nil
+	}
+	got, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit
+		WHERE key = $2 FOR UPDATE SKIP LOCKED`, ahead[0].LineKey)
+	if err != nil {
+		return nil, err
+	}
+	c.now, c.folded, c.res.Now = later(c.now, now), c.folded || folded, later(c.now, now)
+	return append(got, lines...), nil
 }
 
 // firstLines is how many lines a claim locks first; each further chunk is twice the last, up to
