@@ -166,14 +166,7 @@ func TestQueue_Claim(t *testing.T) {
 		t.Parallel()
 		// Lines are locked 4, then 8, then 16 at a time: a claim that needs many short lines reads
 		// on through the chunks, up to MaxLines.
-		var limits []throttle.Limit
-		for i := range 30 {
-			limits = append(limits, throttle.Limit{Key: fmt.Sprintf("k%02d", i), MaxConcurrent: 5})
-		}
-		q, _ := setup(t, limits...)
-		for _, l := range limits {
-			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}})
-		}
+		q := queueOfLines(t, 30, 5, 1)
 		res := claim(t, q, engine.ClaimParams{MaxLines: 6})
 		require.Len(t, res.Admitted, 6, "two chunks: 4 lines, then the 2 left of MaxLines")
 		require.Equal(t, []string{"k00", "k01", "k02", "k03", "k04", "k05"}, lineKeys(res.Admitted))
@@ -185,15 +178,7 @@ func TestQueue_Claim(t *testing.T) {
 
 	t.Run("ReadsOnFromTheLastClaimAndSaysMore", func(t *testing.T) {
 		t.Parallel()
-		var limits []throttle.Limit
-		for i := range 10 {
-			limits = append(limits, throttle.Limit{Key: fmt.Sprintf("k%02d", i), MaxConcurrent: 1})
-		}
-		q, _ := setup(t, limits...)
-		for _, l := range limits {
-			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}})
-			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}}) // waits for the first
-		}
+		q := queueOfLines(t, 10, 1, 2) // each line's second ticket waits for its first
 		var got []int
 		var more []bool
 		for range 4 {
@@ -310,4 +295,21 @@ func lineKeys(ts []engine.Ticket) []string {
 		out[i] = t.LineKey
 	}
 	return out
+}
+
+// queueOfLines returns a queue with lines k00, k01, ... of MaxConcurrent max, each with per queued
+// tickets.
+func queueOfLines(t *testing.T, lines, max, per int) *engine.Queue {
+	t.Helper()
+	limits := make([]throttle.Limit, lines)
+	for i := range limits {
+		limits[i] = throttle.Limit{Key: fmt.Sprintf("k%02d", i), MaxConcurrent: max}
+	}
+	q, _ := setup(t, limits...)
+	for _, l := range limits {
+		for range per {
+			enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{l.Key}})
+		}
+	}
+	return q
 }
