@@ -69,15 +69,5 @@ func BenchmarkPlugin_HeldMemory(b *testing.B) {
 // outlasts the time the dev server takes to dispatch thousands of them on 2 cores, so none times out
 // while the heap is measured.
 func HeldFanOut(ctx workflow.Context, activityType string, n int) (int, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Hour})
-	fs := make([]workflow.Future, n)
-	for i := range fs {
-		fs[i] = workflow.ExecuteActivity(ctx, activityType, i)
-	}
-	for _, f := range fs {
-		if err := f.Get(ctx, nil); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
+	return fanOut(ctx, time.Hour, activityType, n)
 }

@@ -15,7 +15,13 @@ import (
 
 // ThroughputFanOut runs n activities of the type it is given at once and waits for them all.
 func ThroughputFanOut(ctx workflow.Context, activityType string, n int) (int, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 5 * time.Minute})
+	return fanOut(ctx, 5*time.Minute, activityType, n)
+}
+
+// fanOut runs n activities of activityType at once, each with the start-to-close timeout given, and
+// returns the sum of their results.
+func fanOut(ctx workflow.Context, startToClose time.Duration, activityType string, n int) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: startToClose})
 	fs := make([]workflow.Future, n)
 	for i := range fs {
 		fs[i] = workflow.ExecuteActivity(ctx, activityType, i)
