@@ -162,7 +162,7 @@ func (c *claimRun) adoptAhead(ctx context.Context, lines []string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	c.now, c.folded, c.res.Now = later(c.now, now), c.folded || folded, later(c.now, now)
+	c.took(now, folded)
 	return append(got, lines...), nil
 }
 
@@ -182,7 +182,7 @@ func (c *claimRun) lockLines(ctx context.Context, after, upto string, n int) ([]
 	if err != nil {
 		return nil, err
 	}
-	c.now, c.folded, c.res.Now = later(c.now, now), c.folded || folded, later(c.now, now)
+	c.took(now, folded)
 	for _, line := range lines {
 		delete(c.unavailable, line) // held by another claimer when a ticket reached it, not now
 	}
@@ -198,12 +198,11 @@ func (c *claimRun) busy(ctx context.Context) error {
 		c.q.s(`SELECT 1 FROM {s}.sluice_ticket WHERE state = 'queued' ORDER BY line_key, priority, vstart, seq LIMIT 1`))
 }
 
-// later returns the later of two instants.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+// took records a statement that locked lines: the claim's decisions go on at its instant (never an
+// earlier one), and the rows must be saved if it folded releases into them.
+func (c *claimRun) took(now time.Time, folded bool) {
+	c.now = later(c.now, now)
+	c.res.Now, c.folded = c.now, c.folded || folded
 }
 
 // claimLine reads a line a page at a time and has throttle decide on each page. Tickets held back
@@ -341,9 +340,4 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 		slices.ContainsFunc(d.Waits, func(w throttle.Wait) bool { return releaseLifts(w.Reason) })
 	c.res.retryAt(d.RetryAt)
 	c.res.Busy = c.res.Busy || d.Busy
-}
-
-// releaseLifts reports whether a completion's release can lift a wait for reason r.
-func releaseLifts(r throttle.Reason) bool {
-	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r == throttle.ReasonTokens
 }

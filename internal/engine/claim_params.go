@@ -88,3 +88,16 @@ func (r *ClaimResult) retryAt(t time.Time) {
 		r.RetryAt = t
 	}
 }
+
+// releaseLifts reports whether a completion's release can lift a wait for reason r.
+func releaseLifts(r throttle.Reason) bool {
+	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r == throttle.ReasonTokens
+}
+
+// later returns the later of two instants.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
