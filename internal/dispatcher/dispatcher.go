@@ -5,6 +5,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,14 @@ type Config struct {
 
 // drainGrace is how long a stop waits for runs it cancelled to return before it gives up on them.
 const drainGrace = 5 * time.Second
+
+// handBackSettle bounds how long a stop waits for the transactions that hold its tickets locked, and
+// handBackRetry is how often it looks again. Those transactions are a claim's few round trips.
+const (
+	msgStopWaitsForLocks = "sluice: the stop waits for tickets other transactions hold locked"
+	handBackSettle       = 10 * time.Second
+	handBackRetry        = 10 * time.Millisecond
+)
 
 // deps is what the services share, as River's base service is.
 type deps struct {
@@ -162,10 +171,17 @@ func (d *Dispatcher) stopServices(ctx context.Context) error {
 		d.deliverer.Stop(ctx), d.completer.Stop(ctx), d.notify.stop(ctx))
 }
 
-// handBackOwn hands this owner's unfinished tickets back to Temporal and delivers the hand-backs.
+// handBackOwn hands this owner's unfinished tickets back to Temporal and delivers the hand-backs. The
+// hand-back skips tickets other transactions hold locked (another owner's claim admitting one of ours,
+// a claim of ours cancelled by the stop whose backend still holds its locks), so it goes on until none
+// is left, each time the lock holders are done, or until handBackSettle has passed: what is left then
+// is handed back by the survivors once the lease is gone.
 func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
+	settle, cancel := context.WithTimeout(ctx, handBackSettle)
+	defer cancel()
+	logged := false
 	for {
-		ts, err := d.deps.q.HandBack(ctx, engine.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
+		ts, err := d.deps.q.HandBack(settle, engine.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
 		if err != nil {
 			d.deps.log.Error("sluice: hand back tickets at stop", "error", err)
 			return
@@ -175,7 +191,20 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 			d.deps.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
 			d.deliverer.DeliverAndAck(ctx, t)
 		}
-		if len(ts) == 0 {
+		if len(ts) > 0 {
+			continue
+		}
+		left, err := d.deps.q.Unfinished(settle, d.deps.cfg.Owner, skipRunning)
+		if err == nil && left == 0 {
+			return
+		}
+		if err == nil && !logged {
+			d.deps.log.Debug(msgStopWaitsForLocks, "owner", d.deps.cfg.Owner, "tickets", left)
+			logged = true
+		}
+		if err != nil || !wait(settle, nil, handBackRetry) {
+			d.deps.log.Warn("sluice: tickets left at stop, for the survivors to hand back", "owner", d.deps.cfg.Owner,
+				"tickets", left, "error", cmp.Or(err, context.Cause(settle)))
 			return
 		}
 	}

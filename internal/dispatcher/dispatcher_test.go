@@ -3,9 +3,12 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -160,4 +163,88 @@ func TestDispatcher_StopGivesUpOnARunThatIgnoresCancellation(t *testing.T) {
 	}
 	require.Nil(t, d.deps.reg.lookup(InvocationKey("default", "stubborn", "run", "1", 1)), "the late run let its invocation go")
 	goleak.VerifyNone(t, append(ignoreShared, before)...)
+}
+
+// signalHandler passes records to next and closes seen at the first whose message is msg.
+type signalHandler struct {
+	slog.Handler
+	msg  string
+	once *sync.Once
+	seen chan struct{}
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.seen) })
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+// A ticket another transaction holds locked while the stop hands back (another owner's claim under
+// way, or a cancelled claim of this one whose backend has not let go yet) is skipped by the hand-back
+// but still handed back before Stop returns, once the lock is gone.
+func TestDispatcher_StopHandsBackTicketsOthersHeldLocked(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+	waits := signalHandler{Handler: cfg.Logger.Handler(), msg: msgStopWaitsForLocks, once: &sync.Once{}, seen: make(chan struct{})}
+	cfg.Logger = slog.New(waits)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := New(cfg)
+	require.NoError(t, d.Start(ctx))
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	started := make(chan struct{})
+	enqueue(t, d, "running", func(ctx context.Context) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	queued := enqueue(t, d, "queued", func(context.Context) (any, error) { return nil, errors.New("never admitted") })
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the first ticket was never run")
+	}
+	id, _, _ := queued.state()
+	lock, err := cfg.Queue.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	var locked int64
+	require.NoError(t, lock.QueryRow(ctx, `SELECT id FROM `+pgx.Identifier{cfg.Queue.Schema(), "sluice_ticket"}.Sanitize()+
+		` WHERE id = $1 AND state = 'queued' FOR UPDATE`, id).Scan(&locked))
+
+	d.SetStopTimeout(0)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		d.Stop(ctx)
+	}()
+	select {
+	case <-waits.seen:
+	case <-stopped:
+		t.Fatal("Stop returned while a ticket of its owner was locked and queued")
+	case <-ctx.Done():
+		t.Fatal("the stop never waited for the locked ticket")
+	}
+	require.NoError(t, lock.Commit(ctx))
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the stop never returned")
+	}
+	require.Nil(t, d.deps.reg.lookup(queued.Key()), "the locked ticket was handed back once free")
+	stats, err := cfg.Queue.Stats(ctx)
+	require.NoError(t, err)
+	for _, ks := range stats {
+		require.Zero(t, ks.Queued+ks.Admitted+ks.InflightCount, "nothing is left for the stopped owner: %+v", ks)
+	}
 }

@@ -241,6 +241,21 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 	return out, nil
 }
 
+// Unfinished counts owner's tickets a hand-back with the same SkipRunning would take, locked or not:
+// a stopping process asks it when its hand-back comes back empty, because a ticket locked by another
+// transaction (a claim under way, or one whose connection was cut and whose backend has not noticed
+// yet) is skipped by the hand-back but not finished.
+func (q *Queue) Unfinished(ctx context.Context, owner string, skipRunning bool) (int, error) {
+	var n int
+	err := q.pool.QueryRow(ctx, q.s(`SELECT count(*) FROM {s}.sluice_ticket
+		WHERE owner = $1 AND state IN ('queued', 'admitted', 'running') AND NOT ($2 AND state = 'running')`),
+		owner, skipRunning).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("sluice: count the unfinished tickets of %q: %w", owner, err)
+	}
+	return n, nil
+}
+
 // TakeDeliveries returns up to max finished tickets whose outcome is due for delivery to Temporal, and
 // pushes their next delivery back by retry, so that if this process dies before acknowledging them
 // another delivers them then. Any process may deliver any outcome: it has the task token.
