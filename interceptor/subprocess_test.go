@@ -504,6 +504,11 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	})
 	t.Logf("SIGTERM A %s after start: tickets A %v, B %v, C %v; %d runs so far",
 		time.Since(start).Round(time.Millisecond), snap[a.Owner()], snap[b.Owner()], snap[cw.Owner()], l.runs())
+	// The limit is paused while A stops, so that the fan-out cannot finish before B's part: a stop
+	// can take seconds on a busy machine, and 60 activities take a few at MaxConcurrent 3. Runs
+	// admitted already go on; what the pause keeps from this test (other owners admitting A's tickets
+	// while A hands them back) is TestDispatcher_StopHandsBackTicketsOthersHeldLocked's.
+	require.NoError(t, q.Pause(ctx, "svc", time.Now().Add(time.Hour)))
 	stopAt := time.Now()
 	a.stopGracefully(t)
 	m := byOwner()
@@ -514,6 +519,7 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	require.Empty(t, l.inFlight("A"), "A's running activities finished before it exited")
 	require.Empty(t, l.unticketed("A"), "A wrote a ticket for every task it received")
 	t.Logf("A exited %s after SIGTERM", time.Since(stopAt).Round(time.Millisecond))
+	require.NoError(t, q.Resume(ctx, "svc"))
 
 	// B is killed while it has a running ticket and a queued one.
 	snap = poll("B has running and queued tickets", 2*time.Minute, func(m map[string]map[string]int) bool {

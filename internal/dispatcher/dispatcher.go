@@ -114,7 +114,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if d.endLife != nil {
 		return errStarted
 	}
-	if err := d.deps.q.RenewLease(ctx, d.deps.cfg.Owner, d.deps.cfg.LeaseTTL); err != nil {
+	if _, err := d.deps.q.RenewLease(ctx, d.deps.cfg.Owner, d.deps.cfg.LeaseTTL); err != nil {
 		return fmt.Errorf("sluice: %w", err)
 	}
 	d.deps.life, d.endLife = context.WithCancel(context.WithoutCancel(ctx))

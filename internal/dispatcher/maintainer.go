@@ -33,8 +33,14 @@ func (m *Maintainer) Stop(ctx context.Context) error { return m.stop(ctx) }
 
 func (m *Maintainer) renew(ctx context.Context) {
 	every(ctx, m.cfg.LeaseTTL/3, func() {
-		if err := m.q.RenewLease(ctx, m.cfg.Owner, m.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
+		lapsed, err := m.q.RenewLease(ctx, m.cfg.Owner, m.cfg.LeaseTTL)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			m.log.Warn("sluice: renew lease", "owner", m.cfg.Owner, "error", err)
+		case lapsed:
+			m.log.Warn("sluice: this process's lease lapsed before it was renewed: other processes may have handed "+
+				"its tickets back, and activities it still runs may run again elsewhere; a process starved of CPU "+
+				"or of pool connections needs a longer LeaseTTL", "owner", m.cfg.Owner, "lease_ttl", m.cfg.LeaseTTL)
 		}
 	})
 }
@@ -47,8 +53,13 @@ func (m *Maintainer) sweep(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("sluice: hand back tickets of dead owners", "error", err)
 		}
+		dead := map[string]int{}
 		for _, t := range back {
 			m.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
+			dead[t.Owner]++
+		}
+		for owner, n := range dead {
+			m.log.Warn("sluice: handed back the tickets of a process whose lease expired", "owner", owner, "tickets", n)
 		}
 		m.tm.Gauges(ctx, m.q, m.cfg.Keys)
 		m.forgetExpired(time.Now())

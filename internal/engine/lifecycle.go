@@ -13,21 +13,25 @@ import (
 )
 
 // RenewLease records that owner is alive until ttl from now. A process renews its lease well within
-// ttl; once it lapses, any other process may hand the owner's tickets back to Temporal.
-func (q *Queue) RenewLease(ctx context.Context, owner string, ttl time.Duration) error {
+// ttl; once it lapses, any other process may hand the owner's tickets back to Temporal. lapsed reports
+// that the lease being renewed had expired already: survivors may have handed back the owner's tickets
+// meanwhile, and an activity the owner still runs may run again elsewhere.
+func (q *Queue) RenewLease(ctx context.Context, owner string, ttl time.Duration) (lapsed bool, err error) {
 	if owner == "" {
-		return errors.New("sluice: RenewLease: owner must not be empty")
+		return false, errors.New("sluice: RenewLease: owner must not be empty")
 	}
 	if ttl <= 0 {
-		return fmt.Errorf("sluice: RenewLease: ttl must be > 0, got %s", ttl)
+		return false, fmt.Errorf("sluice: RenewLease: ttl must be > 0, got %s", ttl)
 	}
-	_, err := q.pool.Exec(ctx, q.s(`INSERT INTO {s}.sluice_owner (id, lease_expires_at)
-		VALUES ($1, coalesce($2::timestamptz, clock_timestamp()) + $3::interval)
-		ON CONFLICT (id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at`), owner, q.nowArg(), ttl)
+	err = q.pool.QueryRow(ctx, q.s(`WITH now AS (SELECT coalesce($2::timestamptz, clock_timestamp()) AS t),
+		prev AS (SELECT lease_expires_at FROM {s}.sluice_owner WHERE id = $1)
+		INSERT INTO {s}.sluice_owner (id, lease_expires_at) SELECT $1, t + $3::interval FROM now
+		ON CONFLICT (id) DO UPDATE SET lease_expires_at = excluded.lease_expires_at
+		RETURNING coalesce((SELECT lease_expires_at FROM prev) <= (SELECT t FROM now), false)`), owner, q.nowArg(), ttl).Scan(&lapsed)
 	if err != nil {
-		return fmt.Errorf("sluice: renew lease of %q: %w", owner, err)
+		return false, fmt.Errorf("sluice: renew lease of %q: %w", owner, err)
 	}
-	return nil
+	return lapsed, nil
 }
 
 // DropLease removes owner's lease, as a process does when it stops after handing its tickets back.

@@ -101,8 +101,11 @@ func TestQueue_Lifecycle(t *testing.T) {
 	t.Run("DeadOwnersTicketsAreHandedBackAndRetriesKeepTheirPlace", func(t *testing.T) {
 		t.Parallel()
 		q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
-		require.NoError(t, q.RenewLease(ctx, "dead", 10*time.Second))
-		require.NoError(t, q.RenewLease(ctx, "alive", time.Hour))
+		for owner, ttl := range map[string]time.Duration{"dead": 10 * time.Second, "alive": time.Hour} {
+			lapsed, err := q.RenewLease(ctx, owner, ttl)
+			require.NoError(t, err)
+			require.False(t, lapsed, "a new lease has not lapsed")
+		}
 		ident := engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "dead", Namespace: "default",
 			WorkflowID: "wf", RunID: "r", ActivityID: "1", Attempt: 1, TaskToken: []byte("t1")}
 		running := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "dead", Namespace: "default", WorkflowID: "wf", RunID: "r", ActivityID: "0"})
@@ -122,6 +125,15 @@ func TestQueue_Lifecycle(t *testing.T) {
 		for _, tk := range got {
 			require.Equal(t, engine.OutcomeHandedBack, tk.OutcomeKind)
 		}
+		lapsed, err := q.RenewLease(ctx, "alive", time.Hour)
+		require.NoError(t, err)
+		require.False(t, lapsed, "a lease renewed within its ttl has not lapsed")
+		lapsed, err = q.RenewLease(ctx, "dead", 10*time.Second)
+		require.NoError(t, err)
+		require.True(t, lapsed, "the owner renewing a lease that expired hears that it lapsed")
+		lapsed, err = q.RenewLease(ctx, "dead", 10*time.Second)
+		require.NoError(t, err)
+		require.False(t, lapsed, "once renewed, the lease holds again")
 		requireHealthy(t, q)
 
 		// A survivor reports the hand-back to Temporal, which schedules attempt 2 on a live worker.
@@ -143,7 +155,8 @@ func TestQueue_Lifecycle(t *testing.T) {
 	t.Run("GracefulStopHandsBackOwnTickets", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
-		require.NoError(t, q.RenewLease(ctx, "me", time.Hour))
+		_, err := q.RenewLease(ctx, "me", time.Hour)
+		require.NoError(t, err)
 		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "me"})
 		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}, Owner: "other"})
 		got, err := q.HandBack(ctx, engine.HandBackParams{Owner: "me"})
@@ -173,8 +186,10 @@ func TestQueue_Lifecycle(t *testing.T) {
 	t.Run("LeaseInputIsChecked", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t)
-		require.ErrorContains(t, q.RenewLease(ctx, "", time.Second), "owner must not be empty")
-		require.ErrorContains(t, q.RenewLease(ctx, "w", -time.Second), "ttl must be > 0, got -1s")
+		_, err := q.RenewLease(ctx, "", time.Second)
+		require.ErrorContains(t, err, "owner must not be empty")
+		_, err = q.RenewLease(ctx, "w", -time.Second)
+		require.ErrorContains(t, err, "ttl must be > 0, got -1s")
 	})
 }
 
