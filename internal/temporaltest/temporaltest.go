@@ -25,8 +25,9 @@ type Server struct {
 }
 
 // Start starts a dev server, or returns (nil, nil) when SLUICE_TEMPORAL_CLI is unset (tests then skip
-// locally; Require fails them under CI).
-func Start(ctx context.Context) (*Server, error) {
+// locally; Require fails them under CI). extraArgs go to `temporal server start-dev`, such as
+// dynamic configuration values.
+func Start(ctx context.Context, extraArgs ...string) (*Server, error) {
 	path := os.Getenv("SLUICE_TEMPORAL_CLI")
 	if path == "" {
 		return nil, nil
@@ -39,6 +40,7 @@ func Start(ctx context.Context) (*Server, error) {
 	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:  path,
 		LogLevel:      "error",
+		ExtraArgs:     extraArgs,
 		ClientOptions: &client.Options{Logger: QuietLogger()},
 		Stdout:        io.Discard,
 		Stderr:        io.Discard,
