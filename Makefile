@@ -31,6 +31,7 @@ help: ## Show this help
 TEMPORAL_STAMP := bin/.temporal-cli-$(TEMPORAL_CLI_VERSION)
 
 bin/temporal: $(TEMPORAL_STAMP) ## Build the pinned Temporal CLI (dev server) into bin/
+	@echo "building the Temporal CLI $(TEMPORAL_CLI_VERSION) (its dev server) into bin/: once, a few minutes"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
 	@touch $@
 
@@ -74,15 +75,14 @@ lint: ## go vet, gofmt check, and staticcheck if it is on PATH
 		echo "lint: staticcheck not on PATH; skipping it"; \
 	fi
 
-# The LLM fan-out sample (issue 6) runs once samples/llm/main.go exists.
-DEMO_DEPS := $(if $(wildcard samples/llm/main.go),bin/temporal)
+# DEMO_FLAGS go to the demo: -scenario fanout, -short, -json, -modes sluice (see samples/llm).
+DEMO_FLAGS ?=
 
-demo: $(DEMO_DEPS) ## Run the LLM fan-out sample against Postgres and a Temporal dev server
-ifneq ($(DEMO_DEPS),)
-	SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) run ./samples/llm
-else
-	@echo "make demo: not yet: the LLM fan-out sample arrives with issue 6"
-endif
+demo: bin/temporal ## The LLM demo: a backfill and an assistant share one quota, three ways; writes bin/demo/report.html
+	@echo "make demo: building the demo (the first build compiles the Temporal SDK: a minute or two)"
+	$(GO) build -o $(BIN)/demo-llm ./samples/llm
+	@echo "make demo: running it against Postgres and a Temporal dev server: three modes, a minute or more each"
+	@SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(BIN)/demo-llm -report $(BIN)/demo/report.html $(DEMO_FLAGS)
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

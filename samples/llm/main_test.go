@@ -14,13 +14,11 @@ import (
 	"github.com/sluicehq/sluice/internal/testdb"
 )
 
-// TestDemo runs the demo in its short configuration, every mode, so that it cannot rot.
-func TestDemo(t *testing.T) {
+// TestDemoFanout runs the fan-out scenario in its short configuration, every mode, so that it
+// cannot rot.
+func TestDemoFanout(t *testing.T) {
 	ctx := context.Background()
-	s, err := temporaltest.Start(ctx)
-	require.NoError(t, err)
-	s = temporaltest.Require(t, s)
-	defer s.Stop()
+	s := temporaltest.Require(t, server)
 	cfg := ShortConfig()
 	cfg.Progress = 0
 	rs, err := runAll(ctx, cfg, testdb.URL(t), s.Addr, io.Discard, nil)
@@ -30,6 +28,7 @@ func TestDemo(t *testing.T) {
 	for _, r := range rs {
 		t.Logf("%+v", r)
 		require.Equal(t, cfg.Docs, r.Completed, "mode %s", r.Mode)
+		require.Positive(t, r.FloorSeconds, "mode %s", r.Mode)
 		byMode[r.Mode] = r
 	}
 	// Twelve calls at once charge about twice the provider's token bucket: without a throttle some
@@ -54,11 +53,19 @@ func TestDocuments(t *testing.T) {
 	require.Greater(t, slices.Max(lens), 6000)
 }
 
-// TestResultJSON checks the -json output's fields.
+// TestResultJSON checks the -json output's fields, which the README documents.
 func TestResultJSON(t *testing.T) {
-	b, err := json.Marshal(Result{Mode: ModeSluice, Tokens: 7})
-	require.NoError(t, err)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(b, &m))
-	require.ElementsMatch(t, []string{"mode", "wall_seconds", "quota_share", "rate_limited", "retries", "completed"}, slices.Collect(maps.Keys(m)))
+	keys := func(v any) []string {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		return slices.Collect(maps.Keys(m))
+	}
+	require.ElementsMatch(t, []string{"scenario", "mode", "wall_s", "floor_s", "quota_share_pct", "rate_limited", "retries", "completed"},
+		keys(Result{Mode: ModeSluice, Tokens: 7}))
+	require.ElementsMatch(t, []string{"scenario", "mode", "interactive_p50_s", "interactive_p95_s", "interactive_max_s",
+		"provider_answer_p95_s", "batch_s", "batch_floor_s", "rate_limited", "retries", "wasted_calls", "quota_share_pct",
+		"smallest_tenant", "smallest_tenant_s", "smallest_tenant_fair_s", "largest_tenant_s", "summaries", "docs", "answers", "questions"},
+		keys(SharedResult{TPM: []Point{{1, 2}}, Latencies: []float64{1}}))
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,8 +70,9 @@ type Provider struct {
 	limited   int64 // 429s sent
 	succeeded int64 // 200s sent
 	inflight  int64
-	tokens    int64 // tokens accepted: prompt + completion of the calls that succeeded
-	events    []tokenEvent
+	tokens    int64        // tokens accepted: prompt + completion of the calls that succeeded
+	events    []tokenEvent // the recent accepted calls, for TokensPerMinute
+	history   []tokenEvent // every accepted call, for Timeline
 }
 
 // NewProvider starts a provider on a local port.
@@ -151,6 +153,58 @@ func text(raw json.RawMessage) string {
 	return b.String()
 }
 
+// CallTokens is how the provider counts a call whose messages hold chars characters: chars/4 prompt
+// tokens, rounded up, and a completion that grows with the prompt, up to maxTokens.
+func CallTokens(chars int, maxTokens int64) (prompt, completion int64) {
+	prompt = int64(math.Ceil(float64(chars) / 4))
+	return prompt, min(maxTokens, 32+prompt/10)
+}
+
+// Point is one sample of a series over time: At seconds after its start, V the value.
+type Point struct {
+	At float64 `json:"at"`
+	V  float64 `json:"v"`
+}
+
+// AcceptedBy is the tokens of the calls that ended by t.
+func (p *Provider) AcceptedBy(t time.Time) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var sum int64
+	for _, e := range p.history {
+		if !e.at.After(t) {
+			sum += e.tokens
+		}
+	}
+	return sum
+}
+
+// Timeline is the accepted tokens per minute over time: every step from start until the last
+// accepted call, the tokens of the calls that ended in the trailing window, scaled to a minute.
+func (p *Provider) Timeline(start time.Time, step, window time.Duration) []Point {
+	p.mu.Lock()
+	h := slices.Clone(p.history)
+	p.mu.Unlock()
+	if len(h) == 0 {
+		return nil
+	}
+	var out []Point
+	lo, hi := 0, 0
+	var sum int64
+	for at := start; !at.After(h[len(h)-1].at.Add(step)); at = at.Add(step) {
+		for hi < len(h) && !h[hi].at.After(at) {
+			sum += h[hi].tokens
+			hi++
+		}
+		for lo < hi && !h[lo].at.After(at.Add(-window)) {
+			sum -= h[lo].tokens
+			lo++
+		}
+		out = append(out, Point{At: at.Sub(start).Seconds(), V: float64(sum) / window.Minutes()})
+	}
+	return out
+}
+
 // DefaultMaxTokens is what a call without max_tokens reserves.
 const DefaultMaxTokens = 1024
 
@@ -169,9 +223,8 @@ func (p *Provider) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			user = t
 		}
 	}
-	prompt := int64(math.Ceil(float64(chars) / 4))
 	maxTokens := cmpOr(req.MaxCompletionTokens, req.MaxTokens, DefaultMaxTokens)
-	completion := min(maxTokens, 32+prompt/10) // a summary grows with its document
+	prompt, completion := CallTokens(chars, maxTokens)
 	charge := float64(prompt + maxTokens)
 
 	p.mu.Lock()
@@ -228,6 +281,7 @@ func (p *Provider) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	p.succeeded++
 	p.tokens += prompt + completion
 	p.events = append(p.events, tokenEvent{at: now, tokens: prompt + completion})
+	p.history = append(p.history, tokenEvent{at: now, tokens: prompt + completion})
 	p.setHeaders(w.Header())
 	p.mu.Unlock()
 

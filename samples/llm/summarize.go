@@ -7,7 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,12 +66,32 @@ const (
 
 // LLM holds the provider client and counts what the activity saw.
 type LLM struct {
-	client    openai.Client
-	maxTokens int64
+	client          openai.Client
+	maxTokens       int64
+	answerMaxTokens int64
+	answerCalls     durations // how long the provider took for each answer
 
 	attempts  atomic.Int64 // activity runs, each 429 retried by Temporal or requeued by Sluice included
 	retries   atomic.Int64 // Temporal attempts beyond the first
 	completed atomic.Int64 // successful calls
+}
+
+// durations collects durations from many goroutines.
+type durations struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (d *durations) add(v time.Duration) {
+	d.mu.Lock()
+	d.ds = append(d.ds, v)
+	d.mu.Unlock()
+}
+
+func (d *durations) all() []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.ds)
 }
 
 // NewLLM returns the activities, calling the provider at baseURL.
@@ -89,19 +111,33 @@ func NewLLM(baseURL string, maxTokens int64) *LLM {
 // Summarize asks the model for a summary of doc. It tells Sluice what the provider said; outside
 // Sluice those calls do nothing, and a 429 is an ordinary error that Temporal retries.
 func (l *LLM) Summarize(ctx context.Context, doc Document) (Summary, error) {
+	text, tokens, _, err := l.call(ctx, systemPrompt, instruction+doc.Text, l.maxTokens)
+	if err != nil {
+		return Summary{}, err
+	}
+	return Summary{ID: doc.ID, Text: text, Tokens: tokens}, nil
+}
+
+// call sends one chat completion and returns the answer, the tokens the provider counted and how
+// long the provider took. It reports the provider's headers and usage to Sluice, and turns a 429 into
+// sluiceactivity.RateLimited; outside Sluice those calls do nothing, and a 429 is an ordinary error
+// that Temporal retries.
+func (l *LLM) call(ctx context.Context, system, user string, maxTokens int64) (string, int64, time.Duration, error) {
 	l.attempts.Add(1)
 	if activity.GetInfo(ctx).Attempt > 1 {
 		l.retries.Add(1)
 	}
 	var resp *http.Response
+	start := time.Now()
 	cc, err := l.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model: "fake-gpt",
 		Messages: []openai.ChatCompletionMessageParamUnion{
-			openai.SystemMessage(systemPrompt),
-			openai.UserMessage(instruction + doc.Text),
+			openai.SystemMessage(system),
+			openai.UserMessage(user),
 		},
-		MaxCompletionTokens: openai.Int(l.maxTokens),
+		MaxCompletionTokens: openai.Int(maxTokens),
 	}, option.WithResponseInto(&resp))
+	took := time.Since(start)
 	if resp != nil {
 		// The key learns the provider's rates and what remains of them.
 		_ = sluiceactivity.ReportHeaders(ctx, resp.Header)
@@ -110,9 +146,9 @@ func (l *LLM) Summarize(ctx context.Context, doc Document) (Summary, error) {
 		var apiErr *openai.Error
 		if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusTooManyRequests && resp != nil {
 			// Under Sluice: back in line, no Temporal attempt spent, the key pauses until Retry-After.
-			return Summary{}, sluiceactivity.RateLimited(ctx, resp.Header)
+			return "", 0, 0, sluiceactivity.RateLimited(ctx, resp.Header)
 		}
-		return Summary{}, err
+		return "", 0, 0, err
 	}
 	// The real cost, reconciled with the reservation.
 	_ = sluiceactivity.ReportTokens(ctx, cc.Usage.PromptTokens, cc.Usage.CompletionTokens)
@@ -121,7 +157,7 @@ func (l *LLM) Summarize(ctx context.Context, doc Document) (Summary, error) {
 	if len(cc.Choices) > 0 {
 		text = cc.Choices[0].Message.Content
 	}
-	return Summary{ID: doc.ID, Text: text, Tokens: cc.Usage.TotalTokens}, nil
+	return text, cc.Usage.TotalTokens, took, nil
 }
 
 // EstimateTokens is the Sluice route's Cost: the whole prompt's chars/4, rounded up, as the
