@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,4 +248,42 @@ func TestDispatcher_StopHandsBackTicketsOthersHeldLocked(t *testing.T) {
 	for _, ks := range stats {
 		require.Zero(t, ks.Queued+ks.Admitted+ks.InflightCount, "nothing is left for the stopped owner: %+v", ks)
 	}
+}
+
+// countHandler counts the records whose message is msg, and passes every record to next.
+type countHandler struct {
+	slog.Handler
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// A heartbeat cut short because its loop is stopping says nothing: a worker stopping with thousands
+// of queued tickets logged a warning for each of them.
+func TestHeartbeater_AStoppedLoopDoesNotWarn(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+	warned := countHandler{Handler: cfg.Logger.Handler(), msg: msgHeartbeatFailed, n: &atomic.Int64{}}
+	cfg.Logger = slog.New(warned)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := New(cfg)
+	require.NoError(t, d.Start(ctx))
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	inv := enqueue(t, d, "held", func(context.Context) (any, error) { return nil, nil })
+
+	stopped, stop := context.WithCancel(ctx)
+	stop()
+	d.heartbeater.Send(stopped, inv)
+	require.Zero(t, warned.n.Load(), "a heartbeat its stopped loop cut short")
+
+	// The same heartbeat while the loop runs fails (the token is not Temporal's) and is worth a warning:
+	// the check above can fail.
+	d.heartbeater.Send(ctx, inv)
+	require.Positive(t, warned.n.Load(), "a heartbeat that failed while running")
 }

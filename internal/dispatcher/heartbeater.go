@@ -16,6 +16,10 @@ import (
 // heartbeatParallelism bounds the heartbeat RPCs in flight from one process.
 const heartbeatParallelism = 32
 
+// msgHeartbeatFailed is the warning for a heartbeat Temporal did not take for a reason Sluice does
+// not act on.
+const msgHeartbeatFailed = "sluice: heartbeat"
+
 // heartbeatRPCTimeout bounds one heartbeat RPC.
 const heartbeatRPCTimeout = 10 * time.Second
 
@@ -45,6 +49,9 @@ func (h *Heartbeater) sendDue(ctx context.Context, now time.Time) {
 	sem := make(chan struct{}, heartbeatParallelism)
 	var wg sync.WaitGroup
 	for _, inv := range h.reg.snapshot() {
+		if ctx.Err() != nil { // stopping: the rest would fail at once
+			break
+		}
 		if !inv.heartbeatDue(now, h.cfg.HeartbeatInterval) {
 			continue
 		}
@@ -65,10 +72,12 @@ func (h *Heartbeater) RecordDetails(inv *Invocation, details []any) {
 	}
 }
 
-// Send sends one heartbeat for inv with its latest details and acts on Temporal's answer.
-func (h *Heartbeater) Send(ctx context.Context, inv *Invocation) {
+// Send sends one heartbeat for inv with its latest details and acts on Temporal's answer. A heartbeat
+// cut short by ctx (the loop stopping) or by the dispatcher's stop is not worth a warning: a stop
+// holding thousands of queued tickets would log one per ticket.
+func (h *Heartbeater) Send(parent context.Context, inv *Invocation) {
 	details := inv.takeDetails(time.Now())
-	ctx, cancel := context.WithTimeout(ctx, heartbeatRPCTimeout)
+	ctx, cancel := context.WithTimeout(parent, heartbeatRPCTimeout)
 	defer cancel()
 	err := h.cfg.Client.RecordActivityHeartbeat(ctx, inv.taskToken(), details...)
 	if err == nil {
@@ -85,8 +94,8 @@ func (h *Heartbeater) Send(ctx context.Context, inv *Invocation) {
 	case errors.As(err, &notFound):
 		cause = errActivityGone
 	default:
-		if h.life.Err() == nil { // not a stop cutting the RPC short
-			h.log.Warn("sluice: heartbeat", "activity", inv.Key(), "error", err)
+		if parent.Err() == nil && h.life.Err() == nil { // not a stop cutting the RPC short
+			h.log.Warn(msgHeartbeatFailed, "activity", inv.Key(), "error", err)
 		}
 		return
 	}
