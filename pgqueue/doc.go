@@ -14,6 +14,8 @@
 //     Finished rows are deleted once their outcome is delivered.
 //   - sluice_fair: the fair-share finish tag of each fairness key in a line.
 //   - sluice_owner: the lease of each live process.
+//   - sluice_usage: what each key admitted per second (requests and reserved tokens), kept an hour,
+//     for Queue.Status, Queue.Usage and the operators' tools; admission does not read it.
 //
 // # Administration
 //
@@ -21,7 +23,9 @@
 // worker starts). A [Queue] administers one schema: [Queue.UpsertLimits] creates limits or changes
 // them at runtime, [Queue.Limit] and [Queue.LimitStatus] read them (as configured, as admission
 // applies them, and their buckets), [Queue.Pause] and [Queue.Resume] stop and restart admissions on a
-// key, [Queue.Stats] and [Queue.Verify] say how things stand. Every change applies at the next
+// key, [Queue.Stats] and [Queue.Verify] say how things stand, and [Queue.Status], [Queue.Usage] and
+// [Queue.Tickets] say why activities wait (what the sluice command and its dashboard show);
+// [MigrationState] says which migrations a schema has. Every change applies at the next
 // admission on every replica. The dispatcher's own operations (claims, completions, hand-backs,
 // deliveries) are run by the plugin and are not part of this package.
 //

@@ -42,6 +42,7 @@ func ExampleMigrations() {
 	// 002 learned_limits
 	// 003 release_ledger
 	// 004 narrow_ticket_indexes
+	// 005 usage
 }
 
 func ExampleValidateSchema() {

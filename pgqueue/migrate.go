@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -174,4 +175,66 @@ func MigrateDown(ctx context.Context, db DB, opts MigrateOptions, targetVersion 
 		}
 	}
 	return nil
+}
+
+// SchemaState says how a schema stands against the embedded migrations.
+type SchemaState struct {
+	Schema string
+	// Exists says the schema has Sluice's migration table: Migrate has run in it.
+	Exists bool
+	// Version is the newest applied migration, 0 when none.
+	Version int
+	// Applied are the migrations applied, in version order, with when; Pending the embedded ones not
+	// applied yet.
+	Applied []AppliedMigration
+	Pending []Migration
+}
+
+// AppliedMigration is a migration recorded in a schema.
+type AppliedMigration struct {
+	Version   int
+	Name      string
+	AppliedAt time.Time
+}
+
+// MigrationState reads which migrations a schema has and which it lacks. It changes nothing; a
+// schema Migrate never ran in has Exists false and every migration pending.
+func MigrationState(ctx context.Context, db DB, opts MigrateOptions) (SchemaState, error) {
+	st := SchemaState{Schema: cmp.Or(opts.Schema, DefaultSchema)}
+	if err := ValidateSchema(st.Schema); err != nil {
+		return st, err
+	}
+	migrations, err := Migrations()
+	if err != nil {
+		return st, err
+	}
+	if err := db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`,
+		pgx.Identifier{st.Schema, "sluice_migration"}.Sanitize()).Scan(&st.Exists); err != nil {
+		return st, fmt.Errorf("pgqueue: schema %q: %w", st.Schema, err)
+	}
+	done := map[int]bool{}
+	if st.Exists {
+		rows, err := db.Query(ctx, `SELECT version, name, applied_at FROM `+pgx.Identifier{st.Schema}.Sanitize()+
+			`.sluice_migration ORDER BY version`)
+		if err != nil {
+			return st, fmt.Errorf("pgqueue: schema %q: %w", st.Schema, err)
+		}
+		st.Applied, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (AppliedMigration, error) {
+			var m AppliedMigration
+			err := row.Scan(&m.Version, &m.Name, &m.AppliedAt)
+			return m, err
+		})
+		if err != nil {
+			return st, fmt.Errorf("pgqueue: schema %q: %w", st.Schema, err)
+		}
+		for _, m := range st.Applied {
+			done[m.Version], st.Version = true, max(st.Version, m.Version)
+		}
+	}
+	for _, m := range migrations {
+		if !done[m.Version] {
+			st.Pending = append(st.Pending, m)
+		}
+	}
+	return st, nil
 }

@@ -63,6 +63,7 @@ type claimRun struct {
 	waitIDs     []int64         // tickets whose wait reason changed
 	waitReasons []string        // and their new reasons
 	owners      map[string]bool // owners of the admitted tickets
+	usage       usage           // what the admitted tickets draw, per key and second
 	folded      bool            // pending releases were folded into locked rows
 	// The lines that admitted tickets, and how many each, for their queue depth.
 	depthLines    []string
@@ -77,7 +78,7 @@ func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimRes
 		q: q, tx: tx, p: p, budget: p.Max,
 		res:    ClaimResult{Blocked: map[string]throttle.Reason{}, QueueDepth: map[string]int64{}},
 		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
-		owners: map[string]bool{},
+		owners: map[string]bool{}, usage: usage{},
 	}
 	// A claim reads the lines from where the last one of this Queue stopped at MaxLines, round the key
 	// space, so that lines past MaxLines are reached even while the first ones wait.
@@ -323,6 +324,7 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 		c.res.Admitted = append(c.res.Admitted, t)
 		c.admittedIDs = append(c.admittedIDs, t.ID)
 		c.admittedAt = append(c.admittedAt, a.At)
+		c.usage.add(t.LimitKeys, a.At, t.Cost)
 	}
 	for _, w := range d.Waits {
 		// Written only when it changes, so that a line blocked for a long time costs no writes.

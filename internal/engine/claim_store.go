@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -12,6 +15,7 @@ import (
 // limitStateArgs); $10 and $11 tickets whose wait reason changed, and the reasons; $12 the expired
 // tickets; $13 and $14 the admitted tickets and their instants, running when their owner is the
 // claimer, $15; $16 and $17 the notification channel and payload prefix, $18 the owners to notify.
+// $20 to $23 what the admissions drew per key and second (see usage.args), added to sluice_usage.
 // It returns, for each line $19, the tickets queued in it, counted to at most 1,000 (the statement's
 // snapshot, taken before its own updates, still counts the admitted tickets as queued). The count
 // reads the line index in its order: without the ORDER BY it may be planned as a scan of the table.
@@ -29,6 +33,10 @@ const claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 	FROM unnest($13::bigint[], $14::timestamptz[]) AS u(id, at) WHERE t.id = u.id
 ), woken AS (
 	SELECT count(pg_notify($16, $17 || o)) AS n FROM unnest($18::text[]) AS o
+), used AS (
+	INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens)
+	SELECT * FROM unnest($20::text[], $21::timestamptz[], $22::bigint[], $23::bigint[])
+	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens
 )
 SELECT line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
 	WHERE t.line_key = line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000) d)
@@ -47,6 +55,7 @@ func (c *claimRun) store(ctx context.Context) error {
 	owners := slices.Sorted(maps.Keys(c.owners))
 	args = append(args, c.waitIDs, c.waitReasons, c.expiredIDs, c.admittedIDs, c.admittedAt, c.p.Owner,
 		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines)
+	args = append(args, c.usage.args()...)
 	admitted := make(map[string]int, len(c.depthLines))
 	for i, line := range c.depthLines {
 		admitted[line] = c.depthAdmitted[i]
@@ -60,4 +69,40 @@ func (c *claimRun) store(ctx context.Context) error {
 		c.res.QueueDepth[line] = depth - int64(admitted[line])
 		return nil
 	}, c.q.s(claimStoreSQL), args...)
+}
+
+// usage sums what a claim's admissions drew, per key and second, for sluice_usage. A claim holds the
+// row of every key it admits on until its commit, so no other claim writes the same usage rows
+// meanwhile.
+type usage map[usageAt]*[2]int64 // requests, tokens
+
+type usageAt struct {
+	key    string
+	second int64 // Unix seconds
+}
+
+// add records one admission at at, drawing cost tokens on each of keys.
+func (u usage) add(keys []string, at time.Time, cost int64) {
+	for _, k := range keys {
+		at := usageAt{k, at.Unix()}
+		if u[at] == nil {
+			u[at] = &[2]int64{}
+		}
+		u[at][0]++
+		u[at][1] += cost
+	}
+}
+
+// args are claimStoreSQL's $20 to $23: keys, seconds, requests and tokens, in a stable order.
+func (u usage) args() []any {
+	ats := slices.SortedFunc(maps.Keys(u), func(a, b usageAt) int {
+		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.second, b.second))
+	})
+	keys, seconds := make([]string, len(ats)), make([]time.Time, len(ats))
+	requests, tokens := make([]int64, len(ats)), make([]int64, len(ats))
+	for i, at := range ats {
+		keys[i], seconds[i] = at.key, time.Unix(at.second, 0).UTC()
+		requests[i], tokens[i] = u[at][0], u[at][1]
+	}
+	return []any{keys, seconds, requests, tokens}
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// UsageHistory is how long sluice_usage keeps what each key admitted.
+const UsageHistory = time.Hour
+
 // PruneParams bounds Prune.
 type PruneParams struct {
 	// ReturnedAge is how long a returned ticket keeps its place for a retry. Defaults to 1 hour.
@@ -17,8 +20,8 @@ type PruneParams struct {
 	OwnerAge time.Duration
 }
 
-// Prune deletes returned tickets and lapsed owners older than the bounds, and fairness rows of idle
-// keys. It is maintenance: any process may run it, any number of times.
+// Prune deletes returned tickets and lapsed owners older than the bounds, fairness rows of idle keys,
+// and usage history older than an hour. It is maintenance: any process may run it, any number of times.
 func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 	if p.ReturnedAge <= 0 {
 		p.ReturnedAge = time.Hour
@@ -43,6 +46,7 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 			// A fairness key whose finish tag is behind its line's virtual time has no credit left: its
 			// row would give a new ticket the line's virtual time anyway.
 			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
+			{`DELETE FROM {s}.sluice_usage WHERE second < $1`, []any{now.Add(-UsageHistory)}},
 		} {
 			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
 			if err != nil {

@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// KeyStatus is how one limit stands, for operators: its configuration, what admission applies, its
+// tickets, its line's head and what it admitted over the last minute. It is read in one statement
+// that locks nothing.
+type KeyStatus struct {
+	// Configured is the limit as set; Effective is it lowered to what the provider's headers taught.
+	Configured, Effective throttle.Limit
+	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause.
+	State throttle.State
+	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
+	// the key, admitted and not yet taken by their worker, and running.
+	Queued, Admitted, Running int64
+	// OldestQueued is when the line's oldest queued ticket was written; zero when none waits.
+	OldestQueued time.Time
+	// HeadWaitReason is why the ticket at the head of the line last waited ("concurrency", "rate",
+	// "tokens", "inflight_tokens", "paused"); empty when none waits or no claim has looked at it yet.
+	HeadWaitReason string
+	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
+	// tickets, and the tokens they reserved.
+	RequestsLastMinute, TokensLastMinute int64
+	// Now is the database's clock when the status was read.
+	Now time.Time
+}
+
+// statusColumns follow limitReadColumns in Status's statement; $2 is the instant a minute ago.
+const statusColumns = `,
+	(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
+	(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state = 'admitted'),
+	(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state = 'running'),
+	(SELECT min(t.enqueued_at) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
+	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
+		ORDER BY t.priority, t.vstart, t.seq LIMIT 1),
+	(SELECT coalesce(sum(u.requests), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2),
+	(SELECT coalesce(sum(u.tokens), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2)`
+
+// Status returns the status of keys, in key order, or of every limit when keys is empty. A key that
+// does not exist returns an error wrapping ErrUnknownLimit that names it.
+func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error) {
+	var out []KeyStatus
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		out = nil
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q.s(`SELECT `+limitReadColumns+statusColumns+` FROM {s}.sluice_limit l
+			WHERE coalesce(cardinality($1::text[]), 0) = 0 OR l.key = ANY($1) ORDER BY l.key`), keys, now.Add(-time.Minute))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s KeyStatus
+			var oldest *time.Time
+			var reason *string
+			r, err := scanLimit(rows, &s.Queued, &s.Admitted, &s.Running, &oldest, &reason, &s.RequestsLastMinute, &s.TokensLastMinute)
+			if err != nil {
+				return err
+			}
+			s.Configured, s.Effective, s.State, s.Now = r.configured, r.limit, r.state, now.UTC()
+			if oldest != nil {
+				s.OldestQueued = oldest.UTC()
+			}
+			if reason != nil {
+				s.HeadWaitReason = *reason
+			}
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: status: %w", err)
+	}
+	return out, unknownKeys(keys, out, func(s KeyStatus) string { return s.Configured.Key })
+}
+
+// unknownKeys returns an error wrapping ErrUnknownLimit naming the keys asked for that found no row.
+func unknownKeys[T any](asked []string, found []T, key func(T) string) error {
+	var missing []string
+	for _, k := range asked {
+		if !slices.ContainsFunc(found, func(f T) bool { return key(f) == k }) && !slices.Contains(missing, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownLimit, missing)
+}
+
+// UsagePoint is what a key admitted during one step of a usage series: tickets, and the tokens they
+// reserved.
+type UsagePoint struct {
+	At       time.Time // the step's start
+	Requests int64
+	Tokens   int64
+}
+
+// Usage returns, for each of keys, what it admitted per step over the window before the database's
+// clock, oldest first, every step present (zero when nothing was admitted), and that clock. The steps
+// are aligned to multiples of step since the Unix epoch; the last one is still filling. The table
+// keeps an hour of history.
+func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Duration) (map[string][]UsagePoint, time.Time, error) {
+	if step < time.Second || window < step || window > 24*time.Hour {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: step %v must be at least 1s and window %v at least the step, at most 24h", step, window)
+	}
+	now, err := q.readNow(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+	}
+	last := now.Truncate(step)
+	first := last.Add(-window + step)
+	rows, err := q.pool.Query(ctx, q.s(`SELECT key, date_bin($4::interval, second, 'epoch'::timestamptz), sum(requests)::bigint, sum(tokens)::bigint
+		FROM {s}.sluice_usage WHERE key = ANY($1) AND second >= $2 AND second <= $3 GROUP BY 1, 2`),
+		keys, first, now, step)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+	}
+	n := int(window / step)
+	out := make(map[string][]UsagePoint, len(keys))
+	for _, k := range keys {
+		ps := make([]UsagePoint, n)
+		for i := range ps {
+			ps[i].At = first.Add(time.Duration(i) * step)
+		}
+		out[k] = ps
+	}
+	for rows.Next() {
+		var k string
+		var p UsagePoint
+		if err := rows.Scan(&k, &p.At, &p.Requests, &p.Tokens); err != nil {
+			rows.Close()
+			return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+		}
+		if i := int(p.At.Sub(first) / step); i >= 0 && i < n {
+			out[k][i].Requests, out[k][i].Tokens = p.Requests, p.Tokens
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+	}
+	return out, now, nil
+}
+
+// Tickets returns up to max of the tickets key holds or waits for: those running and admitted on it,
+// then those queued in its line in admission order, and the database's clock. An unknown key returns
+// an error wrapping ErrUnknownLimit.
+func (q *Queue) Tickets(ctx context.Context, key string, max int) ([]Ticket, time.Time, error) {
+	if max < 1 {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets: max must be >= 1, got %d", max)
+	}
+	if _, err := q.Limit(ctx, key); err != nil {
+		return nil, time.Time{}, err
+	}
+	now, err := q.readNow(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
+	}
+	rows, err := q.pool.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM (
+			(SELECT * FROM {s}.sluice_ticket WHERE $1 = ANY(limit_keys) AND state IN ('running', 'admitted')
+				ORDER BY state DESC, admitted_at, id LIMIT $2)
+			UNION ALL
+			(SELECT * FROM {s}.sluice_ticket WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2)
+		) t LIMIT $2`), key, max)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
+	}
+	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ticket, error) { return scanTicket(row) })
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
+	}
+	return ts, now.UTC(), nil
+}
+
+// readNow is the injected clock, or the database's.
+func (q *Queue) readNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		now, err = q.now(ctx, tx)
+		return err
+	})
+	return now, err
+}

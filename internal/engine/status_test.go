@@ -1,0 +1,96 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Status, Usage and Tickets read what operators ask of a key: its tickets, its line's head, and what it
+// admitted over the last minute, per key and per step.
+func TestQueue_Status(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 2, RequestsPerSecond: 10, TokensPerMinute: 60_000},
+		throttle.Limit{Key: "tenant", MaxConcurrent: 10})
+	for i, p := range []int{5, 1, 3, 2, 4} {
+		enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k", "tenant"}, Cost: int64(100 * (i + 1)), Priority: p,
+			WorkflowID: "wf", ActivityType: "Summarize", FairnessKey: "acme"})
+	}
+	b.clock.Add(2 * time.Second)
+	res := claim(t, q, engine.ClaimParams{Owner: "owner-1", Max: 10})
+	require.Len(t, res.Admitted, 2)
+	require.Equal(t, []int{1, 2}, []int{res.Admitted[0].Priority, res.Admitted[1].Priority}, "the line's first two")
+
+	st, err := q.Status(ctx)
+	require.NoError(t, err)
+	require.Len(t, st, 2)
+	k := st[0]
+	require.Equal(t, "k", k.Configured.Key)
+	require.Equal(t, int64(3), k.Queued)
+	require.Equal(t, int64(2), k.Running, "the claimer's own tickets run at once")
+	require.Zero(t, k.Admitted)
+	require.Equal(t, "concurrency", k.HeadWaitReason)
+	require.Equal(t, t0, k.OldestQueued)
+	require.Equal(t, t0.Add(2*time.Second), k.Now)
+	require.Equal(t, int64(2), k.RequestsLastMinute)
+	require.Equal(t, int64(200+400), k.TokensLastMinute, "the costs of the priorities 1 and 2")
+	require.Equal(t, 2, k.State.InflightCount)
+	require.Equal(t, int64(600), st[1].TokensLastMinute, "a ticket draws on every limit of its route")
+	require.Zero(t, st[1].Queued, "the tenant's cap is not a line")
+
+	_, err = q.Status(ctx, "k", "nope", "gone")
+	require.ErrorIs(t, err, engine.ErrUnknownLimit)
+	require.ErrorContains(t, err, `["nope" "gone"]`)
+
+	series, now, err := q.Usage(ctx, []string{"k"}, 2*time.Minute, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(2*time.Second), now)
+	require.Len(t, series["k"], 12)
+	last := series["k"][11]
+	require.Equal(t, t0, last.At, "the last step holds now")
+	require.Equal(t, engine.UsagePoint{At: t0, Requests: 2, Tokens: 600}, last)
+	require.Equal(t, engine.UsagePoint{At: t0.Add(-110 * time.Second)}, series["k"][0])
+	_, _, err = q.Usage(ctx, []string{"k"}, time.Minute, 0)
+	require.ErrorContains(t, err, "step 0s must be at least 1s")
+
+	ts, now, err := q.Tickets(ctx, "k", 10)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(2*time.Second), now)
+	var order []int
+	for _, tk := range ts {
+		order = append(order, tk.Priority)
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5}, order, "running first, then the line in admission order")
+	require.Equal(t, engine.TicketStateRunning, ts[0].State)
+	require.Equal(t, "Summarize", ts[4].ActivityType)
+	ts, _, err = q.Tickets(ctx, "k", 3)
+	require.NoError(t, err)
+	require.Len(t, ts, 3)
+	_, _, err = q.Tickets(ctx, "nope", 3)
+	require.ErrorIs(t, err, engine.ErrUnknownLimit)
+
+	// A minute on, the admissions are history: the last minute is empty, the series still has them.
+	b.clock.Add(time.Minute)
+	st, err = q.Status(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, st[0].RequestsLastMinute)
+	series, _, err = q.Usage(ctx, []string{"k"}, 2*time.Minute, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), series["k"][5].Requests)
+
+	// Prune keeps an hour of it.
+	b.clock.Add(engine.UsageHistory)
+	_, err = q.Prune(ctx, engine.PruneParams{})
+	require.NoError(t, err)
+	b.clock.Add(-engine.UsageHistory)
+	series, _, err = q.Usage(ctx, []string{"k"}, 2*time.Minute, 10*time.Second)
+	require.NoError(t, err)
+	require.Zero(t, series["k"][5].Requests, "pruned")
+	requireHealthy(t, q)
+}

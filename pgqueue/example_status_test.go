@@ -1,0 +1,82 @@
+package pgqueue_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+// Why activities wait: each key's tickets, what it admitted over the last minute against its limit,
+// and why the head of its line waits. The sluice command's status prints the same.
+func ExampleQueue_Status() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := q.Status(ctx) // every key; or q.Status(ctx, "openai")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range st {
+		fmt.Printf("%s: %d queued (oldest %v, waiting on %q), %d running, %d of %.0f tokens in the last minute\n",
+			s.Configured.Key, s.Queued, s.OldestWait().Round(time.Second), s.HeadWaitReason, s.Running,
+			s.TokensLastMinute, s.Effective.TokensPerMinute)
+	}
+	// The last 10 minutes, per 10 seconds: what the dashboard charts.
+	usage, _, err := q.Usage(ctx, []string{"openai"}, 10*time.Minute, 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range usage["openai"] {
+		fmt.Printf("%s %d requests %d tokens\n", p.At.Format(time.TimeOnly), p.Requests, p.Tokens)
+	}
+}
+
+// What runs and what waits on a key, in the order it will be admitted.
+func ExampleQueue_Tickets() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ts, now, err := q.Tickets(ctx, "openai", 20)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range ts {
+		fmt.Printf("%s %s/%s attempt %d, enqueued %v ago\n", t.State, t.WorkflowID, t.ActivityType, t.Attempt,
+			now.Sub(t.EnqueuedAt).Round(time.Second))
+	}
+}
+
+// Which migrations a schema has, before a deploy runs Migrate.
+func ExampleMigrationState() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	st, err := pgqueue.MigrationState(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("schema %s at version %d, %d pending\n", st.Schema, st.Version, len(st.Pending))
+}

@@ -1,0 +1,102 @@
+package pgqueue
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// KeyStatus is how one limit stands, for operators (the sluice command's status and the dashboard).
+type KeyStatus struct {
+	// Configured is the limit as set; Effective is it lowered to what the provider's headers taught.
+	Configured, Effective throttle.Limit
+	// State is the admission state: buckets, in-flight figures (State.InflightTokens are the tokens
+	// reserved by the tickets holding the key), the pause.
+	State throttle.State
+	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
+	// the key, admitted and not yet taken by their worker, and running.
+	Queued, Admitted, Running int64
+	// OldestQueued is when the line's oldest queued ticket was written; zero when none waits.
+	OldestQueued time.Time
+	// HeadWaitReason is why the ticket at the head of the line last waited: "concurrency", "rate",
+	// "tokens", "inflight_tokens" or "paused"; empty when none waits or no claim has looked at it yet.
+	HeadWaitReason string
+	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
+	// tickets, and the tokens they reserved (reported usage is not folded in).
+	RequestsLastMinute, TokensLastMinute int64
+	// Now is the database's clock when the status was read.
+	Now time.Time
+}
+
+// OldestWait is how long the line's oldest queued ticket has waited at Now; zero when none waits.
+func (s KeyStatus) OldestWait() time.Duration {
+	if s.OldestQueued.IsZero() {
+		return 0
+	}
+	return s.Now.Sub(s.OldestQueued)
+}
+
+// Status returns how keys stand, in key order, or every limit when no key is given. It reads a
+// consistent snapshot and locks nothing. A key that does not exist returns an error wrapping
+// ErrUnknownLimit that names it.
+func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error) {
+	st, err := q.e.Status(ctx, keys...)
+	out := make([]KeyStatus, len(st))
+	for i, s := range st {
+		out[i] = KeyStatus(s)
+	}
+	return out, err
+}
+
+// UsagePoint is what a key admitted during one step of a Usage series: tickets, and the tokens they
+// reserved.
+type UsagePoint = engine.UsagePoint
+
+// UsageHistory is how long the tables keep what each key admitted, per second.
+const UsageHistory = engine.UsageHistory
+
+// Usage returns, for each of keys, what it admitted per step over the window before the database's
+// clock, oldest first, with every step present (zero when nothing was admitted), and that clock.
+// Steps are aligned to multiples of step; the last one is still filling. step must be at least a
+// second, and the window at least the step and at most 24 hours (the tables keep UsageHistory).
+func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Duration) (map[string][]UsagePoint, time.Time, error) {
+	return q.e.Usage(ctx, keys, window, step)
+}
+
+// Ticket is one activity attempt in a key's line or holding the key, as Tickets reads it.
+type Ticket struct {
+	ID int64
+	// State is "queued", "admitted" (not yet taken by its worker) or "running".
+	State string
+	// LineKey is the limit whose line the ticket waits in; LimitKeys every limit it draws on.
+	LineKey   string
+	LimitKeys []string
+	// Cost is the tokens reserved at admission.
+	Cost                                     int64
+	Priority                                 int
+	FairnessKey                              string
+	Namespace, WorkflowID, RunID, ActivityID string
+	ActivityType                             string
+	Attempt                                  int
+	Owner                                    string
+	EnqueuedAt, AdmittedAt                   time.Time // AdmittedAt is zero while queued
+	// WaitReason is why a queued ticket last waited; empty when it only waited behind others.
+	WaitReason string
+}
+
+// Tickets returns up to max tickets of key: those holding it (running, then admitted), then those
+// queued in its line in the order they will be admitted; and the database's clock. An unknown key
+// returns an error wrapping ErrUnknownLimit.
+func (q *Queue) Tickets(ctx context.Context, key string, max int) ([]Ticket, time.Time, error) {
+	ts, now, err := q.e.Tickets(ctx, key, max)
+	out := make([]Ticket, len(ts))
+	for i, t := range ts {
+		out[i] = Ticket{ID: t.ID, State: string(t.State), LineKey: t.LineKey, LimitKeys: t.LimitKeys, Cost: t.Cost,
+			Priority: t.Priority, FairnessKey: t.FairnessKey, Namespace: t.Namespace, WorkflowID: t.WorkflowID,
+			RunID: t.RunID, ActivityID: t.ActivityID, ActivityType: t.ActivityType, Attempt: t.Attempt,
+			Owner: t.Owner, EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, WaitReason: t.WaitReason}
+	}
+	return out, now, err
+}
