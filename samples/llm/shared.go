@@ -141,6 +141,9 @@ func runShared(ctx context.Context, cfg SharedConfig, mode string, work sharedWo
 	if err != nil {
 		return SharedResult{}, err
 	}
+	if mode == ModeSluice && progress != io.Discard {
+		fmt.Fprintf(progress, "sluice: its tables are in schema %s while this mode runs (sluice status --schema %s --watch 2s)\n", q.Schema(), q.Schema())
+	}
 	r.start = time.Now()
 	errs := make(chan error, len(cfg.Tenants)+cfg.Questions)
 	var wg sync.WaitGroup

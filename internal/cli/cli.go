@@ -1,0 +1,255 @@
+// Package cli is the sluice command: operators' reading and steering of Sluice's tables (status,
+// limits, pauses, tickets, migrations, the dashboard). cmd/sluice is its main.
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+// Exit codes, as documented in the command's help.
+const (
+	ExitOK       = 0 // done
+	ExitFailed   = 1 // the database could not be reached or a statement failed
+	ExitUsage    = 2 // bad arguments: an unknown command or flag, a value out of range
+	ExitNotFound = 3 // an unknown key, or a schema Migrate never ran in
+)
+
+// Env is what a run of the command sees of the world: its arguments' environment and its outputs.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment (DATABASE_URL).
+	Getenv func(string) string
+}
+
+// exitError is an error with its exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr and notFoundErr wrap an error with its exit code.
+func usageErr(format string, a ...any) error {
+	return &exitError{ExitUsage, fmt.Errorf(format, a...)}
+}
+
+func notFoundErr(err error) error { return &exitError{ExitNotFound, err} }
+
+// global are the flags every command takes.
+type global struct {
+	database, schema string
+	json             bool
+}
+
+// register adds the global flags to fs, their defaults what g holds already.
+func (g *global) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.database, "database", g.database, "the Postgres URL (default $DATABASE_URL)")
+	fs.StringVar(&g.schema, "schema", g.schema, "the schema holding Sluice's tables")
+	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
+}
+
+// command is one subcommand: its name, its one-line help, and what runs it.
+type command struct {
+	name, args, help string
+	run              func(ctx context.Context, r *runner, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"status", "[KEY...] [--watch D]", "how each limit stands: tickets, in-flight tokens, limits set and learned, use over the last minute, pause, oldest wait, why the line's head waits", runStatus},
+		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--max-inflight-tokens N] [--create]", "read or change limits, on every replica at its next admission", runLimits},
+		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
+		{"resume", "KEY", "lift KEY's pause at once", runResume},
+		{"tickets", "KEY [--max N] [--watch D]", "the tickets running on KEY and waiting in its line", runTickets},
+		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
+		// SERVE
+	}
+}
+
+// Run runs the command line args (without the program name) and returns the exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	r := &runner{env: env, g: global{schema: pgqueue.DefaultSchema, database: env.Getenv("DATABASE_URL")}}
+	defer r.close()
+	err := r.dispatch(ctx, args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	fmt.Fprintln(env.Stderr, "sluice:", strings.TrimPrefix(err.Error(), "sluice: "))
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return ExitFailed
+}
+
+// runner holds what a run's command needs: the flags, the outputs and, once opened, the queue.
+type runner struct {
+	env  Env
+	g    global
+	pool *pgxpool.Pool
+	q    *pgqueue.Queue
+}
+
+func (r *runner) close() {
+	if r.pool != nil {
+		r.pool.Close()
+	}
+}
+
+func (r *runner) dispatch(ctx context.Context, args []string) error {
+	fs := r.flagSet("sluice")
+	fs.Usage = func() { r.usage(fs) }
+	if err := fs.Parse(args); err != nil {
+		return r.flagErr(err)
+	}
+	if fs.NArg() == 0 {
+		r.usage(fs)
+		return usageErr("a command is needed")
+	}
+	name := fs.Arg(0)
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, r, fs.Args()[1:])
+		}
+	}
+	return usageErr("unknown command %q (run sluice -h)", name)
+}
+
+// flagSet is a flag set for the command name, with the global flags, writing its errors nowhere:
+// Run prints them once.
+func (r *runner) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	r.g.register(fs)
+	return fs
+}
+
+// parse parses a subcommand's flags, which may come before or after its arguments, and returns its
+// arguments.
+func (r *runner) parse(fs *flag.FlagSet, c string, args []string) ([]string, error) {
+	fs.Usage = func() { r.commandUsage(fs, c) }
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, r.flagErr(err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
+func (r *runner) flagErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageErr("%v", err)
+}
+
+func (r *runner) usage(fs *flag.FlagSet) {
+	w := r.env.Stdout
+	fmt.Fprintln(w, "Usage: sluice [--database URL] [--schema S] [--json] COMMAND [ARGS]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %s %s\n      %s\n", c.name, c.args, c.help)
+	}
+	fmt.Fprintln(w, "\nFlags (also after the command):")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprintln(w, "\nExit codes: 0 done; 1 the database could not be reached or a statement failed;")
+	fmt.Fprintln(w, "2 bad arguments; 3 an unknown key, or a schema without Sluice's tables.")
+}
+
+func (r *runner) commandUsage(fs *flag.FlagSet, name string) {
+	for _, c := range commands() {
+		if c.name == name {
+			fmt.Fprintf(r.env.Stdout, "Usage: sluice %s %s\n  %s\n\nFlags:\n", c.name, c.args, c.help)
+		}
+	}
+	fs.SetOutput(r.env.Stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// connect opens the database and checks that the schema holds Sluice's tables (unless migrating).
+func (r *runner) connect(ctx context.Context, migrating bool) error {
+	if r.q != nil {
+		return nil
+	}
+	if r.g.database == "" {
+		return usageErr("no database: set DATABASE_URL or pass --database")
+	}
+	if err := pgqueue.ValidateSchema(r.g.schema); err != nil {
+		return usageErr("--schema %q: %v", r.g.schema, err)
+	}
+	cfg, err := pgxpool.ParseConfig(r.g.database)
+	if err != nil {
+		return usageErr("--database: not a Postgres URL or DSN: %v", redactErr(err))
+	}
+	cfg.MaxConns = 4
+	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(pctx, cfg)
+	if err == nil {
+		err = pool.Ping(pctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		return fmt.Errorf("cannot reach the database at %s: %v", where, redactErr(err))
+	}
+	r.pool = pool
+	if !migrating {
+		st, err := pgqueue.MigrationState(ctx, pool, pgqueue.MigrateOptions{Schema: r.g.schema})
+		if err != nil {
+			return err
+		}
+		if !st.Exists {
+			return notFoundErr(fmt.Errorf("schema %q in %s has no Sluice tables (run: sluice migrate up --schema %s)", r.g.schema, where, r.g.schema))
+		}
+	}
+	r.q, err = pgqueue.New(pool, pgqueue.Options{Schema: r.g.schema})
+	return err
+}
+
+// redactErr is err's text without a password that a connection string put in it.
+func redactErr(err error) string {
+	s := err.Error()
+	for _, f := range strings.Fields(s) {
+		if u, perr := url.Parse(strings.Trim(f, `"'():,`)); perr == nil && u.User != nil {
+			if _, has := u.User.Password(); has {
+				s = strings.ReplaceAll(s, u.User.String()+"@", u.User.Username()+":xxxxx@")
+			}
+		}
+	}
+	return s
+}
+
+// keyErr turns an unknown key into exit code 3.
+func keyErr(err error) error {
+	if errors.Is(err, pgqueue.ErrUnknownLimit) {
+		return notFoundErr(err)
+	}
+	return err
+}
+
+// orDash is s, or "-" when empty.
+func orDash(s string) string { return cmp.Or(s, "-") }

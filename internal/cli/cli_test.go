@@ -1,0 +1,269 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fixture is a schema with live tickets: openai (a line of 5, 2 of them running) and a tenant cap.
+type fixture struct {
+	q   *engine.Queue
+	url string
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	ctx := context.Background()
+	q := testdb.Engine(t, engine.Options{})
+	require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 2, RequestsPerSecond: 10, TokensPerMinute: 60_000},
+		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 5}))
+	for i, p := range []int{5, 1, 3, 2, 4} {
+		_, err := q.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: int64(100 * (i + 1)),
+			Priority: p, Owner: "worker-a", Namespace: "default", WorkflowID: "summarize-" + string(rune('a'+i)),
+			ActivityType: "Summarize", FairnessKey: "acme", Attempt: 1})
+		require.NoError(t, err)
+	}
+	res, err := q.Claim(ctx, engine.ClaimParams{Owner: "worker-a", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 2)
+	return fixture{q: q, url: testdb.URL(t)}
+}
+
+// run runs the command with the fixture's database and schema and returns its exit code and outputs.
+func (f fixture) run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runCLI(context.Background(), f.url, append([]string{"--schema", f.q.Schema()}, args...)...)
+}
+
+func runCLI(ctx context.Context, url string, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := cli.Run(ctx, args, cli.Env{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string {
+		if k == "DATABASE_URL" {
+			return url
+		}
+		return ""
+	}})
+	return code, out.String(), errOut.String()
+}
+
+// varying are the parts of the output that move with the clock: durations and instants.
+var varying = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`), "<time>"},
+	{regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ms|s)\b`), "<dur>"},
+	{regexp.MustCompile(` {2,}`), "  "}, // the columns' widths follow the durations' lengths
+}
+
+func golden(t *testing.T, name, got, schema string) {
+	t.Helper()
+	got = strings.ReplaceAll(got, schema, "<schema>")
+	for _, v := range varying {
+		got = v.re.ReplaceAllString(got, v.with)
+	}
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./internal/cli -update to write it")
+	require.Equal(t, string(want), got)
+}
+
+func TestCLI_ReadsAndSteers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"status", []string{"status"}},
+		{"status-key", []string{"status", "openai"}},
+		{"tickets", []string{"tickets", "openai"}},
+		{"limits-get", []string{"limits", "get"}},
+		{"migrate-status", []string{"migrate", "status"}},
+	} {
+		code, out, errOut := f.run(t, c.args...)
+		require.Equal(t, cli.ExitOK, code, "%v: %s", c.args, errOut)
+		golden(t, c.name, out, f.q.Schema())
+	}
+
+	var st []map[string]any
+	code, out, _ := f.run(t, "status", "--json", "openai")
+	require.Equal(t, cli.ExitOK, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Len(t, st, 1)
+	require.EqualValues(t, 3, st[0]["queued"])
+	require.EqualValues(t, 2, st[0]["running"])
+	require.EqualValues(t, 2, st[0]["requests_last_minute"])
+	require.EqualValues(t, 600, st[0]["tokens_last_minute"])
+	require.EqualValues(t, 600, st[0]["inflight_tokens"])
+	require.Equal(t, "concurrency", st[0]["head_wait_reason"])
+	require.Nil(t, st[0]["paused_until"])
+
+	code, out, errOut := f.run(t, "limits", "set", "openai", "--max-concurrent", "3", "--tpm", "90000")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	golden(t, "limits-set", out, f.q.Schema())
+	l, err := f.q.Limit(ctx, "openai")
+	require.NoError(t, err)
+	require.Equal(t, throttle.Limit{Key: "openai", MaxConcurrent: 3, RequestsPerSecond: 10, Burst: 10, TokensPerMinute: 90_000, TokenBurst: 90_000}, l)
+
+	code, _, errOut = f.run(t, "limits", "set", "anthropic", "--create", "--rps", "5", "--burst", "2")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	l, err = f.q.Limit(ctx, "anthropic")
+	require.NoError(t, err)
+	require.Equal(t, throttle.Limit{Key: "anthropic", RequestsPerSecond: 5, Burst: 2}, l)
+
+	code, _, errOut = f.run(t, "pause", "openai", "--for", "10m")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	ls, err := f.q.LimitStatus(ctx, "openai")
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(10*time.Minute), ls.State.PausedUntil, time.Minute, "paused for 10 minutes on the database's clock")
+	code, out, _ = f.run(t, "resume", "openai", "--json")
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, `"paused_until":null`)
+}
+
+// Every bad input gets a message naming the value, its exit code, and changes nothing.
+func TestCLI_BadInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	before, err := f.q.Status(ctx)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},
+		{[]string{"status", "nope"}, cli.ExitNotFound, `unknown limit: ["nope"]`},
+		{[]string{"tickets", "nope"}, cli.ExitNotFound, `"nope"`},
+		{[]string{"tickets", "openai", "--max", "0"}, cli.ExitUsage, "--max must be >= 1, got 0"},
+		{[]string{"status", "--watch", "1ms"}, cli.ExitUsage, "--watch must be at least 100ms, got 1ms"},
+		{[]string{"limits", "set", "openai", "--rps", "-1"}, cli.ExitUsage, `invalid value "-1" for flag -rps: must be a finite number >= 0, got "-1"`},
+		{[]string{"limits", "set", "openai", "--tpm", "NaN"}, cli.ExitUsage, `invalid value "NaN" for flag -tpm: must be a finite number >= 0, got "NaN"`},
+		{[]string{"limits", "set", "openai", "--max-concurrent", "1.5"}, cli.ExitUsage, `got "1.5"`},
+		{[]string{"limits", "set", "tenant:acme", "--burst", "3"}, cli.ExitUsage, "Burst must be 0 when RequestsPerSecond is not set, got 3"},
+		{[]string{"limits", "set", "openai"}, cli.ExitUsage, "give at least one of"},
+		{[]string{"limits", "set", "nope", "--rps", "1"}, cli.ExitNotFound, `"nope" (add --create to create it)`},
+		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get or set"},
+		{[]string{"pause", "openai"}, cli.ExitUsage, "--for must be a duration"},
+		{[]string{"pause", "openai", "--for", "-5m"}, cli.ExitUsage, "got -5m0s"},
+		{[]string{"pause", "nope", "--for", "1m"}, cli.ExitNotFound, `"nope"`},
+		{[]string{"resume", "nope"}, cli.ExitNotFound, `"nope"`},
+		{[]string{"migrate", "sideways"}, cli.ExitUsage, `migrate takes up or status, got ["sideways"]`},
+	} {
+		code, _, errOut := f.run(t, c.args...)
+		require.Equal(t, c.code, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.msg, "%v", c.args)
+		t.Logf("sluice %s -> %d: %s", strings.Join(c.args, " "), code, strings.TrimSpace(errOut))
+	}
+	after, err := f.q.Status(ctx)
+	require.NoError(t, err)
+	for i := range before {
+		before[i].Now, after[i].Now = time.Time{}, time.Time{}
+	}
+	require.Equal(t, before, after, "no bad input changed anything")
+
+	for _, c := range []struct {
+		url  string
+		args []string
+		code int
+		msg  string
+	}{
+		{f.url, []string{"--schema", "nosuch_schema", "status"}, cli.ExitNotFound, `schema "nosuch_schema" in 127.0.0.1:5432/test has no Sluice tables (run: sluice migrate up --schema nosuch_schema)`},
+		{f.url, []string{"--schema", "bad;name", "status"}, cli.ExitUsage, `--schema "bad;name"`},
+		{"postgres://postgres:s3cret@127.0.0.1:1/x?connect_timeout=5", []string{"status"}, cli.ExitFailed, "cannot reach the database at 127.0.0.1:1/x"},
+		{"http://nope", []string{"status"}, cli.ExitUsage, "--database: not a Postgres URL"},
+		{"", []string{"status"}, cli.ExitUsage, "no database: set DATABASE_URL or pass --database"},
+	} {
+		code, _, errOut := runCLI(ctx, c.url, c.args...)
+		require.Equal(t, c.code, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.msg)
+		require.NotContains(t, errOut, "s3cret", "the password is not printed")
+		t.Logf("sluice %s -> %d: %s", strings.Join(c.args, " "), code, strings.TrimSpace(errOut))
+	}
+}
+
+// frames is an output that cancels its context once it has seen n lines.
+type frames struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	n      int
+	cancel context.CancelFunc
+}
+
+func (w *frames) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if bytes.Count(w.buf.Bytes(), []byte("\n")) >= w.n {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// --watch refreshes until interrupted; with --json each refresh is one line of JSON.
+func TestCLI_Watch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	watchCtx, stop := context.WithCancel(ctx)
+	out := &frames{n: 3, cancel: stop}
+	code := cli.Run(watchCtx, []string{"--database", f.url, "--schema", f.q.Schema(), "status", "--watch", "100ms", "--json"},
+		cli.Env{Stdout: out, Stderr: os.Stderr, Getenv: func(string) string { return "" }})
+	require.Equal(t, cli.ExitOK, code)
+	require.NoError(t, ctx.Err(), "the watch ended at the interrupt, not the deadline")
+	sc := bufio.NewScanner(&out.buf)
+	lines := 0
+	for sc.Scan() {
+		var st []map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &st))
+		require.Len(t, st, 2)
+		lines++
+	}
+	require.GreaterOrEqual(t, lines, 3)
+}
+
+func TestCLI_MigrateUp(t *testing.T) {
+	t.Parallel()
+	url := testdb.URL(t)
+	schema := testdb.NewSchemaName()
+	pool := testdb.Pool(t)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
+	code, out, errOut := runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5], now at version 5\n", out)
+	code, out, _ = runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, "schema "+schema+" is current at version 5\n", out)
+	code, out, _ = runCLI(context.Background(), url, "--json", "migrate", "status", "--schema", schema)
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, `"version":5`)
+	code, out, _ = runCLI(context.Background(), url, "status", "--schema", schema)
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, 1, strings.Count(out, "\n"), "a header and no limits")
+}

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func isUnknown(err error) bool { return errors.Is(err, pgqueue.ErrUnknownLimit) }
+
+// limitJSON is a limit in the command's JSON: rates per second or minute as their names say, 0 for
+// not set.
+type limitJSON struct {
+	Key               string  `json:"key"`
+	MaxConcurrent     int     `json:"max_concurrent"`
+	RequestsPerSecond float64 `json:"requests_per_second"`
+	Burst             float64 `json:"burst"`
+	TokensPerMinute   float64 `json:"tokens_per_minute"`
+	TokenBurst        float64 `json:"token_burst"`
+	MaxInflightTokens int64   `json:"max_inflight_tokens"`
+}
+
+func toJSON(l throttle.Limit) limitJSON { return limitJSON(l) }
+
+func runLimits(ctx context.Context, r *runner, args []string) error {
+	if len(args) == 0 || (args[0] != "get" && args[0] != "set") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			r.commandUsage(r.flagSet("limits"), "limits")
+			return flag.ErrHelp
+		}
+		return usageErr("limits takes get or set, got %q", args)
+	}
+	if args[0] == "get" {
+		return runLimitsGet(ctx, r, args[1:])
+	}
+	return runLimitsSet(ctx, r, args[1:])
+}
+
+func runLimitsGet(ctx context.Context, r *runner, args []string) error {
+	keys, err := r.parse(r.flagSet("limits"), "limits", args)
+	if err != nil {
+		return err
+	}
+	if err := r.connect(ctx, false); err != nil {
+		return err
+	}
+	st, err := r.q.Status(ctx, keys...)
+	if err != nil {
+		return keyErr(err)
+	}
+	if r.g.json {
+		type row struct {
+			Configured limitJSON `json:"configured"`
+			Effective  limitJSON `json:"effective"`
+		}
+		out := make([]row, len(st))
+		for i, s := range st {
+			out[i] = row{toJSON(s.Configured), toJSON(s.Effective)}
+		}
+		return writeJSON(r.env.Stdout, out)
+	}
+	return limitsTable(r.env.Stdout, st)
+}
+
+func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tMAX CONCURRENT\tREQUESTS/S\tBURST\tTOKENS/MIN\tTOKEN BURST\tMAX IN-FLIGHT TOKENS\tLEARNED")
+	for _, s := range st {
+		c, e := s.Configured, s.Effective
+		learned := "-"
+		if e != c {
+			learned = fmt.Sprintf("%s/s burst %s, %s tokens/min burst %s", num(e.RequestsPerSecond), num(e.Burst), num(e.TokensPerMinute), num(e.TokenBurst))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, num(float64(c.MaxConcurrent)), num(c.RequestsPerSecond),
+			num(c.Burst), num(c.TokensPerMinute), num(c.TokenBurst), num(float64(c.MaxInflightTokens)), learned)
+	}
+	return tw.Flush()
+}
+
+// limitFlags are the flags of limits set: each records whether it was given.
+type limitFlags struct {
+	set    map[string]bool
+	ints   map[string]*int64
+	floats map[string]*float64
+}
+
+func newLimitFlags(fs *flag.FlagSet) *limitFlags {
+	lf := &limitFlags{set: map[string]bool{}, ints: map[string]*int64{}, floats: map[string]*float64{}}
+	for _, f := range []struct{ name, help string }{
+		{"max-concurrent", "tickets admitted and still running (0: no cap)"},
+		{"max-inflight-tokens", "tokens reserved by running tickets (0: no cap)"},
+	} {
+		v := new(int64)
+		lf.ints[f.name] = v
+		fs.Func(f.name, f.help, func(s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 || n > math.MaxInt32 {
+				return fmt.Errorf("must be a whole number from 0 to %d, got %q", math.MaxInt32, s)
+			}
+			*v, lf.set[f.name] = n, true
+			return nil
+		})
+	}
+	for _, f := range []struct{ name, help string }{
+		{"rps", "requests per second (0: none); without --burst the burst goes back to its default"},
+		{"burst", "requests at once after an idle spell"},
+		{"tpm", "tokens per minute (0: none); without --token-burst the burst goes back to its default"},
+		{"token-burst", "tokens at once after an idle spell"},
+	} {
+		v := new(float64)
+		lf.floats[f.name] = v
+		fs.Func(f.name, f.help, func(s string) error {
+			x, err := strconv.ParseFloat(s, 64)
+			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+				return fmt.Errorf("must be a finite number >= 0, got %q", s)
+			}
+			*v, lf.set[f.name] = x, true
+			return nil
+		})
+	}
+	return lf
+}
+
+// apply returns l with the given flags set.
+func (lf *limitFlags) apply(l throttle.Limit) throttle.Limit {
+	if lf.set["max-concurrent"] {
+		l.MaxConcurrent = int(*lf.ints["max-concurrent"])
+	}
+	if lf.set["max-inflight-tokens"] {
+		l.MaxInflightTokens = *lf.ints["max-inflight-tokens"]
+	}
+	if lf.set["rps"] {
+		l.RequestsPerSecond, l.Burst = *lf.floats["rps"], 0
+	}
+	if lf.set["burst"] {
+		l.Burst = *lf.floats["burst"]
+	}
+	if lf.set["tpm"] {
+		l.TokensPerMinute, l.TokenBurst = *lf.floats["tpm"], 0
+	}
+	if lf.set["token-burst"] {
+		l.TokenBurst = *lf.floats["token-burst"]
+	}
+	return l
+}
+
+func runLimitsSet(ctx context.Context, r *runner, args []string) error {
+	fs := r.flagSet("limits")
+	lf := newLimitFlags(fs)
+	create := fs.Bool("create", false, "create KEY when it does not exist")
+	keys, err := r.parse(fs, "limits", args)
+	if err != nil {
+		return err
+	}
+	if len(keys) != 1 {
+		return usageErr("limits set takes one KEY, got %d", len(keys))
+	}
+	if len(lf.set) == 0 {
+		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --max-inflight-tokens", keys[0])
+	}
+	if err := throttle.ValidateKey(keys[0]); err != nil {
+		return usageErr("%v", err)
+	}
+	if err := r.connect(ctx, false); err != nil {
+		return err
+	}
+	l, err := r.q.Limit(ctx, keys[0])
+	if err != nil && !(*create && isUnknown(err)) {
+		if isUnknown(err) {
+			return notFoundErr(fmt.Errorf("%w (add --create to create it)", err))
+		}
+		return err
+	}
+	l.Key = keys[0]
+	l = lf.apply(l)
+	if err := l.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	if err := r.q.UpsertLimits(ctx, l); err != nil {
+		return err
+	}
+	return runLimitsGet(ctx, r, []string{keys[0]})
+}
+
+func runPause(ctx context.Context, r *runner, args []string) error {
+	fs := r.flagSet("pause")
+	d := fs.Duration("for", 0, "how long (e.g. 10m)")
+	keys, err := r.parse(fs, "pause", args)
+	if err != nil {
+		return err
+	}
+	if len(keys) != 1 {
+		return usageErr("pause takes one KEY, got %d", len(keys))
+	}
+	if *d <= 0 || *d > 366*24*time.Hour {
+		return usageErr("pause %s: --for must be a duration from 1ns to 8784h (e.g. 10m), got %v", keys[0], *d)
+	}
+	if err := r.connect(ctx, false); err != nil {
+		return err
+	}
+	now, err := r.dbNow(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.q.Pause(ctx, keys[0], now.Add(*d)); err != nil {
+		return keyErr(err)
+	}
+	return runStatus(ctx, r, keys)
+}
+
+func runResume(ctx context.Context, r *runner, args []string) error {
+	keys, err := r.parse(r.flagSet("resume"), "resume", args)
+	if err != nil {
+		return err
+	}
+	if len(keys) != 1 {
+		return usageErr("resume takes one KEY, got %d", len(keys))
+	}
+	if err := r.connect(ctx, false); err != nil {
+		return err
+	}
+	if err := r.q.Resume(ctx, keys[0]); err != nil {
+		return keyErr(err)
+	}
+	return runStatus(ctx, r, keys)
+}
+
+// dbNow is the database's clock: pauses are instants on it, whatever this machine's clock says.
+func (r *runner) dbNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := r.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now)
+	return now, err
+}
