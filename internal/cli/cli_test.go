@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -266,4 +267,62 @@ func TestCLI_MigrateUp(t *testing.T) {
 	code, out, _ = runCLI(context.Background(), url, "status", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
 	require.Equal(t, 1, strings.Count(out, "\n"), "a header and no limits")
+}
+
+// lineWriter hands each line written to it to a channel.
+type lineWriter struct{ lines chan string }
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		w.lines <- l
+	}
+	return len(p), nil
+}
+
+// serve serves the dashboard until interrupted, on the address it was given.
+func TestCLI_Serve(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	out := lineWriter{lines: make(chan string, 10)}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(serveCtx, []string{"--database", f.url, "--schema", f.q.Schema(), "serve", "--addr", "127.0.0.1:0"},
+			cli.Env{Stdout: out, Stderr: os.Stderr, Getenv: func(string) string { return "" }})
+	}()
+	var line string
+	select {
+	case line = <-out.lines:
+	case code := <-done:
+		t.Fatalf("serve exited with %d", code)
+	case <-ctx.Done():
+		t.Fatal("serve never said where it listens")
+	}
+	require.Contains(t, line, "(read-only)")
+	url := regexp.MustCompile(`http://[^ ]+/`).FindString(line)
+	require.NotEmpty(t, url, line)
+	resp, err := http.Get(url + "api/status")
+	require.NoError(t, err)
+	var st struct {
+		Keys []struct {
+			Key    string `json:"key"`
+			Queued int64  `json:"queued"`
+		} `json:"keys"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	resp.Body.Close()
+	require.Len(t, st.Keys, 2)
+	require.Equal(t, int64(3), st.Keys[0].Queued)
+	stop()
+	select {
+	case code := <-done:
+		require.Equal(t, cli.ExitOK, code)
+	case <-ctx.Done():
+		t.Fatal("serve did not stop at the interrupt")
+	}
+	code, _, errOut := f.run(t, "serve", "--addr", "nonsense")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, errOut, `--addr "nonsense"`)
 }

@@ -111,9 +111,9 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		})
 	}
 	for _, f := range []struct{ name, help string }{
-		{"rps", "requests per second (0: none); without --burst the burst goes back to its default"},
+		{"rps", "requests per second (0: none); a new rate without --burst puts the burst back to its default"},
 		{"burst", "requests at once after an idle spell"},
-		{"tpm", "tokens per minute (0: none); without --token-burst the burst goes back to its default"},
+		{"tpm", "tokens per minute (0: none); a new rate without --token-burst puts the burst back to its default"},
 		{"token-burst", "tokens at once after an idle spell"},
 	} {
 		v := new(float64)
@@ -138,13 +138,13 @@ func (lf *limitFlags) apply(l throttle.Limit) throttle.Limit {
 	if lf.set["max-inflight-tokens"] {
 		l.MaxInflightTokens = *lf.ints["max-inflight-tokens"]
 	}
-	if lf.set["rps"] {
+	if lf.set["rps"] && *lf.floats["rps"] != l.RequestsPerSecond {
 		l.RequestsPerSecond, l.Burst = *lf.floats["rps"], 0
 	}
 	if lf.set["burst"] {
 		l.Burst = *lf.floats["burst"]
 	}
-	if lf.set["tpm"] {
+	if lf.set["tpm"] && *lf.floats["tpm"] != l.TokensPerMinute {
 		l.TokensPerMinute, l.TokenBurst = *lf.floats["tpm"], 0
 	}
 	if lf.set["token-burst"] {

@@ -65,7 +65,7 @@ func requireReportDraws(t *testing.T, path string, modes int) {
 	require.NoError(t, err)
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#results tr").length`))
 	require.NoError(t, err)
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	var tpm, latency int
 	for _, c := range charts {

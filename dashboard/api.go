@@ -1,0 +1,287 @@
+package dashboard
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// Limit is a limit as the dashboard's API shows it: rates per second or per minute as named, 0 when
+// not set.
+type Limit struct {
+	MaxConcurrent     int     `json:"max_concurrent"`
+	RequestsPerSecond float64 `json:"requests_per_second"`
+	Burst             float64 `json:"burst"`
+	TokensPerMinute   float64 `json:"tokens_per_minute"`
+	TokenBurst        float64 `json:"token_burst"`
+	MaxInflightTokens int64   `json:"max_inflight_tokens"`
+}
+
+func limitOf(l throttle.Limit) Limit {
+	return Limit{l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens}
+}
+
+// Point is one step of a key's usage: tickets admitted and the tokens they reserved.
+type Point struct {
+	At       time.Time `json:"at"`
+	Requests int64     `json:"requests"`
+	Tokens   int64     `json:"tokens"`
+}
+
+// Key is one limit in the status: what the card of a key shows.
+type Key struct {
+	Key                string     `json:"key"`
+	Configured         Limit      `json:"configured"`
+	Effective          Limit      `json:"effective"`
+	Queued             int64      `json:"queued"`
+	Admitted           int64      `json:"admitted"`
+	Running            int64      `json:"running"`
+	InflightCount      int        `json:"inflight_count"`
+	InflightTokens     int64      `json:"inflight_tokens"`
+	PausedUntil        *time.Time `json:"paused_until"`
+	OldestWaitSeconds  float64    `json:"oldest_wait_s"`
+	HeadWaitReason     string     `json:"head_wait_reason"`
+	RequestsLastMinute int64      `json:"requests_last_minute"`
+	TokensLastMinute   int64      `json:"tokens_last_minute"`
+	Usage              []Point    `json:"usage"`
+}
+
+// Status is GET api/status: every key, and the chart's step.
+type Status struct {
+	Now       time.Time `json:"now"`
+	Schema    string    `json:"schema"`
+	RefreshMS int64     `json:"refresh_ms"`
+	StepS     float64   `json:"step_s"`
+	Writable  bool      `json:"writable"`
+	Keys      []Key     `json:"keys"`
+}
+
+func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	st, err := h.q.Status(ctx)
+	if err != nil {
+		h.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	keys := make([]string, len(st))
+	for i, s := range st {
+		keys[i] = s.Configured.Key
+	}
+	usage, now, err := h.q.Usage(ctx, keys, h.opts.Window, h.opts.Step)
+	if err != nil {
+		h.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := Status{Now: now, Schema: h.q.Schema(), RefreshMS: h.opts.Refresh.Milliseconds(), StepS: h.opts.Step.Seconds(),
+		Writable: h.opts.AllowWrites, Keys: make([]Key, len(st))}
+	for i, s := range st {
+		k := Key{Key: s.Configured.Key, Configured: limitOf(s.Configured), Effective: limitOf(s.Effective),
+			Queued: s.Queued, Admitted: s.Admitted, Running: s.Running, InflightCount: s.State.InflightCount,
+			InflightTokens: s.State.InflightTokens, OldestWaitSeconds: s.OldestWait().Seconds(),
+			HeadWaitReason: s.HeadWaitReason, RequestsLastMinute: s.RequestsLastMinute, TokensLastMinute: s.TokensLastMinute}
+		if p := s.State.PausedUntil; p.After(s.Now) {
+			k.PausedUntil = &p
+		}
+		for _, p := range usage[k.Key] {
+			k.Usage = append(k.Usage, Point(p))
+		}
+		out.Keys[i] = k
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// write guards a write: writes allowed, the page's CSRF token, the same origin, a bounded body.
+func (h *handler) write(next func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.opts.AllowWrites {
+			h.fail(w, http.StatusForbidden, errors.New("this dashboard is read-only (Options.AllowWrites)"))
+			return
+		}
+		if err := h.sameOrigin(r); err != nil {
+			h.fail(w, http.StatusForbidden, err)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4096))
+		if err != nil {
+			h.fail(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+			return
+		}
+		next(w, r, body)
+	}
+}
+
+// sameOrigin checks the CSRF token and, where the browser says, that the request comes from this
+// page's origin.
+func (h *handler) sameOrigin(r *http.Request) error {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Sluice-CSRF")), []byte(h.csrf)) != 1 {
+		return errors.New("missing or wrong X-Sluice-CSRF token: reload the page")
+	}
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
+		return fmt.Errorf("cross-site request refused (Sec-Fetch-Site %q)", s)
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return fmt.Errorf("cross-origin request refused (Origin %q, Host %q)", o, r.Host)
+		}
+	}
+	return nil
+}
+
+// LimitChange is POST api/limits: the key, and the fields to change (those left out are kept). A
+// changed requests_per_second or tokens_per_minute without its burst puts the burst back to its
+// default. JSON has no NaN or infinity, and a number too large for a float64 is refused.
+type LimitChange struct {
+	Key               string   `json:"key"`
+	MaxConcurrent     *int     `json:"max_concurrent"`
+	RequestsPerSecond *float64 `json:"requests_per_second"`
+	Burst             *float64 `json:"burst"`
+	TokensPerMinute   *float64 `json:"tokens_per_minute"`
+	TokenBurst        *float64 `json:"token_burst"`
+	MaxInflightTokens *int64   `json:"max_inflight_tokens"`
+}
+
+// apply returns l with c's fields set.
+func (c LimitChange) apply(l throttle.Limit) throttle.Limit {
+	if c.MaxConcurrent != nil {
+		l.MaxConcurrent = *c.MaxConcurrent
+	}
+	if c.MaxInflightTokens != nil {
+		l.MaxInflightTokens = *c.MaxInflightTokens
+	}
+	if c.RequestsPerSecond != nil && *c.RequestsPerSecond != l.RequestsPerSecond {
+		l.RequestsPerSecond, l.Burst = *c.RequestsPerSecond, 0
+	}
+	if c.Burst != nil {
+		l.Burst = *c.Burst
+	}
+	if c.TokensPerMinute != nil && *c.TokensPerMinute != l.TokensPerMinute {
+		l.TokensPerMinute, l.TokenBurst = *c.TokensPerMinute, 0
+	}
+	if c.TokenBurst != nil {
+		l.TokenBurst = *c.TokenBurst
+	}
+	return l
+}
+
+func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte) {
+	var c LimitChange
+	if err := decode(body, &c); err != nil {
+		h.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	l, err := h.q.Limit(ctx, c.Key)
+	if err != nil {
+		h.failKey(w, err)
+		return
+	}
+	l = c.apply(l)
+	if err := l.Validate(); err != nil {
+		h.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := h.q.UpsertLimits(ctx, l); err != nil {
+		h.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	h.opts.Logger.Info("sluice dashboard: limit changed", "key", l.Key, "limit", fmt.Sprintf("%+v", l), "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, limitOf(l))
+}
+
+// PauseRequest is POST api/pause: stop admissions on Key for Seconds.
+type PauseRequest struct {
+	Key     string  `json:"key"`
+	Seconds float64 `json:"seconds"`
+}
+
+func (h *handler) pause(w http.ResponseWriter, r *http.Request, body []byte) {
+	var p PauseRequest
+	if err := decode(body, &p); err != nil {
+		h.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	if !(p.Seconds > 0 && p.Seconds <= 366*24*3600) {
+		h.fail(w, http.StatusBadRequest, fmt.Errorf("seconds must be from 0 to 31622400 (a year), got %v", p.Seconds))
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	st, err := h.q.Status(ctx, p.Key)
+	if err != nil {
+		h.failKey(w, err)
+		return
+	}
+	until := st[0].Now.Add(time.Duration(p.Seconds * float64(time.Second)))
+	if err := h.q.Pause(ctx, p.Key, until); err != nil {
+		h.failKey(w, err)
+		return
+	}
+	h.opts.Logger.Info("sluice dashboard: key paused", "key", p.Key, "until", until, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]any{"key": p.Key, "paused_until": until})
+}
+
+func (h *handler) resume(w http.ResponseWriter, r *http.Request, body []byte) {
+	var p struct {
+		Key string `json:"key"`
+	}
+	if err := decode(body, &p); err != nil {
+		h.fail(w, http.StatusBadRequest, err)
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if err := h.q.Resume(ctx, p.Key); err != nil {
+		h.failKey(w, err)
+		return
+	}
+	h.opts.Logger.Info("sluice dashboard: key resumed", "key", p.Key, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]any{"key": p.Key})
+}
+
+// decode reads a JSON body into v, refusing unknown fields and trailing data. JSON has no NaN or
+// infinity, so a number that is not finite cannot arrive.
+func decode(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	if d.More() {
+		return errors.New("request body: more than one JSON value")
+	}
+	return nil
+}
+
+func (h *handler) failKey(w http.ResponseWriter, err error) {
+	if errors.Is(err, pgqueue.ErrUnknownLimit) {
+		h.fail(w, http.StatusNotFound, err)
+		return
+	}
+	h.fail(w, http.StatusInternalServerError, err)
+}
+
+func (h *handler) fail(w http.ResponseWriter, code int, err error) {
+	if code >= 500 {
+		h.opts.Logger.Error("sluice dashboard", "error", err)
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

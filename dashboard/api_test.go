@@ -1,0 +1,225 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// live is a schema with tickets: openai with a line of 4 behind 2 running, and a tenant cap.
+type live struct {
+	e *engine.Queue
+	q *pgqueue.Queue
+}
+
+func newLive(t *testing.T) live {
+	t.Helper()
+	ctx := context.Background()
+	e := testdb.Engine(t, engine.Options{})
+	require.NoError(t, e.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 2, RequestsPerSecond: 5, TokensPerMinute: 60_000},
+		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 10}))
+	l := live{e: e}
+	l.enqueue(t, 6)
+	res, err := e.Claim(ctx, engine.ClaimParams{Owner: "worker-a", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 2)
+	q, err := pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema()})
+	require.NoError(t, err)
+	l.q = q
+	return l
+}
+
+func (l live) enqueue(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		_, err := l.e.Enqueue(context.Background(), engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500,
+			Owner: "worker-a", WorkflowID: "wf", ActivityType: "Summarize", FairnessKey: "acme", Attempt: 1})
+		require.NoError(t, err)
+	}
+}
+
+func (l live) server(t *testing.T, opts dashboard.Options) (*httptest.Server, string) {
+	t.Helper()
+	h, err := dashboard.New(l.q, opts)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/sluice/", http.StripPrefix("/sluice", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, srv.URL + "/sluice/"
+}
+
+// csrfOf reads the token the page carries.
+func csrfOf(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`<meta name="sluice-csrf" content="([^"]*)">`).FindSubmatch(page)
+	require.NotNil(t, m, "the page carries its token")
+	return string(m[1])
+}
+
+func post(t *testing.T, url, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var e struct{ Error string }
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return resp.StatusCode, e.Error
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestDashboard_Status(t *testing.T) {
+	t.Parallel()
+	l := newLive(t)
+	_, base := l.server(t, dashboard.Options{})
+	resp, err := http.Get(base + "api/status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var st dashboard.Status
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	require.False(t, st.Writable)
+	require.Equal(t, l.q.Schema(), st.Schema)
+	require.Len(t, st.Keys, 2)
+	k := st.Keys[0]
+	require.Equal(t, "openai", k.Key)
+	require.Equal(t, int64(4), k.Queued)
+	require.Equal(t, int64(2), k.Running)
+	require.Equal(t, int64(1000), k.InflightTokens)
+	require.Equal(t, int64(2), k.RequestsLastMinute)
+	require.Equal(t, "concurrency", k.HeadWaitReason)
+	require.Equal(t, 60_000.0, k.Effective.TokensPerMinute)
+	require.Len(t, k.Usage, 60, "10 minutes in steps of 10 s")
+	var tokens int64
+	for _, p := range k.Usage {
+		tokens += p.Tokens
+	}
+	require.Equal(t, int64(1000), tokens, "the chart has the admissions")
+
+	page, err := http.Get(base)
+	require.NoError(t, err)
+	defer page.Body.Close()
+	require.Contains(t, page.Header.Get("Content-Security-Policy"), "default-src 'none'")
+	b, _ := io.ReadAll(page.Body)
+	require.Contains(t, string(b), `<meta name="sluice-csrf" content="">`, "a read-only page has no token to write with")
+	require.NotContains(t, string(b), "http://", "nothing loaded from elsewhere")
+	require.NotContains(t, string(b), "https://")
+}
+
+// Writes are refused unless allowed, without the page's token, or from another site; bad input is
+// refused naming the value, and changes nothing.
+func TestDashboard_Writes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := newLive(t)
+	_, ro := l.server(t, dashboard.Options{})
+	code, body := post(t, ro+"api/limits", `{"key":"openai","max_concurrent":5}`, map[string]string{"X-Sluice-CSRF": csrfOf(t, ro)})
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, body, "read-only")
+
+	_, rw := l.server(t, dashboard.Options{AllowWrites: true})
+	token := csrfOf(t, rw)
+	require.Len(t, token, 64)
+	good := map[string]string{"X-Sluice-CSRF": token, "Sec-Fetch-Site": "same-origin"}
+	before, err := l.q.Limit(ctx, "openai")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		path, body string
+		header     map[string]string
+		code       int
+		msg        string
+	}{
+		{"api/limits", `{"key":"openai","max_concurrent":5}`, nil, http.StatusForbidden, "X-Sluice-CSRF"},
+		{"api/limits", `{"key":"openai","max_concurrent":5}`, map[string]string{"X-Sluice-CSRF": "nope"}, http.StatusForbidden, "X-Sluice-CSRF"},
+		{"api/limits", `{"key":"openai","max_concurrent":5}`, map[string]string{"X-Sluice-CSRF": token, "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden, `Sec-Fetch-Site "cross-site"`},
+		{"api/limits", `{"key":"openai","max_concurrent":5}`, map[string]string{"X-Sluice-CSRF": token, "Origin": "http://evil.example"}, http.StatusForbidden, `Origin "http://evil.example"`},
+		{"api/limits", `{"key":"nope","max_concurrent":5}`, good, http.StatusNotFound, `"nope"`},
+		{"api/limits", `{"key":"openai","requests_per_second":-3}`, good, http.StatusBadRequest, "RequestsPerSecond must be >= 0 (0 means not set), got -3"},
+		{"api/limits", `{"key":"openai","tokens_per_minute":NaN}`, good, http.StatusBadRequest, "invalid character 'N'"},
+		{"api/limits", `{"key":"openai","tokens_per_minute":1e400}`, good, http.StatusBadRequest, "1e400"},
+		{"api/limits", `{"key":"openai","max_concurrent":-1}`, good, http.StatusBadRequest, "MaxConcurrent must be >= 0"},
+		{"api/limits", `{"key":"openai","color":"red"}`, good, http.StatusBadRequest, `unknown field "color"`},
+		{"api/pause", `{"key":"openai","seconds":0}`, good, http.StatusBadRequest, "seconds must be from 0 to 31622400 (a year), got 0"},
+		{"api/pause", `{"key":"nope","seconds":10}`, good, http.StatusNotFound, `"nope"`},
+		{"api/resume", `{"key":"nope"}`, good, http.StatusNotFound, `"nope"`},
+		{"api/resume", strings.Repeat(" ", 5000), good, http.StatusBadRequest, "request body"},
+	} {
+		code, body := post(t, rw+c.path, c.body, c.header)
+		require.Equal(t, c.code, code, "%s %s: %s", c.path, c.body, body)
+		require.Contains(t, body, c.msg, "%s %s", c.path, c.body)
+		t.Logf("POST %s %.60s -> %d %s", c.path, c.body, code, strings.TrimSpace(body))
+	}
+	after, err := l.q.Limit(ctx, "openai")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "no refused request changed the limit")
+	st, err := l.q.Status(ctx, "openai")
+	require.NoError(t, err)
+	require.True(t, st[0].State.PausedUntil.IsZero(), "nor paused it")
+
+	code, body = post(t, rw+"api/limits", `{"key":"openai","burst":2}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = post(t, rw+"api/limits", `{"key":"openai","max_concurrent":5,"requests_per_second":5,"tokens_per_minute":90000}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	after, err = l.q.Limit(ctx, "openai")
+	require.NoError(t, err)
+	require.Equal(t, throttle.Limit{Key: "openai", MaxConcurrent: 5, RequestsPerSecond: 5, Burst: 2, TokensPerMinute: 90_000, TokenBurst: 90_000}, after,
+		"an unchanged rate keeps its burst; a changed one goes back to the default")
+
+	code, body = post(t, rw+"api/pause", `{"key":"openai","seconds":600}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	st, err = l.q.Status(ctx, "openai")
+	require.NoError(t, err)
+	require.WithinDuration(t, st[0].Now.Add(10*time.Minute), st[0].State.PausedUntil, time.Minute)
+	code, body = post(t, rw+"api/resume", `{"key":"openai"}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	st, err = l.q.Status(ctx, "openai")
+	require.NoError(t, err)
+	require.True(t, st[0].State.PausedUntil.IsZero())
+}
+
+func TestDashboard_BadOptions(t *testing.T) {
+	t.Parallel()
+	l := newLive(t)
+	for _, c := range []struct {
+		opts dashboard.Options
+		msg  string
+	}{
+		{dashboard.Options{Refresh: time.Millisecond}, "Options.Refresh must be at least 100ms, got 1ms"},
+		{dashboard.Options{Step: -time.Second}, "Options.Step must be at least 1s, got -1s"},
+		{dashboard.Options{Window: 2 * time.Hour}, "Options.Window must be from Step (10s) to 1h0m0s, got 2h0m0s"},
+		{dashboard.Options{Window: time.Hour, Step: time.Second}, "at most 720 points"},
+	} {
+		_, err := dashboard.New(l.q, c.opts)
+		require.ErrorContains(t, err, c.msg)
+	}
+	_, err := dashboard.New(nil, dashboard.Options{})
+	require.ErrorContains(t, err, "nil")
+}

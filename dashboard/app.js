@@ -1,0 +1,192 @@
+// Sluice's dashboard: reads api/status every refresh and draws a card per key. No dependencies.
+"use strict";
+(function () {
+  const meta = (n) => document.querySelector('meta[name="' + n + '"]').content;
+  const csrf = meta("sluice-csrf");
+  const refresh = Math.max(100, Number(meta("sluice-refresh-ms")) || 2000);
+  const cards = document.getElementById("cards");
+  const errorBox = document.getElementById("error");
+  const fmt = (n) => Number(n).toLocaleString("en-US", { maximumFractionDigits: 1 });
+  const dur = (s) => s <= 0 ? "–" : s < 60 ? s.toFixed(1) + " s" : s < 3600 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
+  const svgNS = "http://www.w3.org/2000/svg";
+  const el = (tag, attrs, text) => {
+    const e = tag.startsWith("svg:") ? document.createElementNS(svgNS, tag.slice(4)) : document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+
+  // chart draws one series (per-step values scaled to a rate) against its limit.
+  function chart(cls, values, limit, color, unit) {
+    const W = 400, H = 110, L = 44, B = 16, T = 6;
+    const max = Math.max(limit || 0, ...values, 1) * 1.1;
+    const x = (i) => L + (values.length <= 1 ? 0 : i * (W - L - 4) / (values.length - 1));
+    const y = (v) => T + (H - T - B) * (1 - v / max);
+    const svg = el("svg:svg", { class: "chart " + cls, viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none" });
+    svg.append(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W, y2: H - B }));
+    svg.append(el("svg:text", { x: 2, y: y(max / 1.1) + 4 }, fmt(max / 1.1)));
+    svg.append(el("svg:text", { x: 2, y: H - B }, "0"));
+    if (limit > 0) {
+      svg.append(el("svg:line", { class: "limit", x1: L, y1: y(limit), x2: W, y2: y(limit) }));
+      svg.append(el("svg:text", { x: W - 60, y: y(limit) - 3 }, "limit " + fmt(limit)));
+    }
+    const d = values.map((v, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1)).join(" ");
+    svg.append(el("svg:path", { class: "series", d: d, stroke: color }));
+    svg.append(el("svg:text", { x: L, y: H - 3 }, "-" + dur(values.length * stepS)));
+    svg.append(el("svg:text", { x: W - 22, y: H - 3 }, "now"));
+    const wrap = el("div");
+    wrap.append(el("div", { class: "chart-title" }, unit), svg);
+    return wrap;
+  }
+
+  let stepS = 10;
+
+  function figure(field, value, label) {
+    const f = el("div", { class: "figure" });
+    f.append(el("div", { class: "v", "data-field": field }, value), el("div", { class: "l" }, label));
+    return f;
+  }
+
+  // sections are the cards by key. A card stays in the page across refreshes and only its content is
+  // redrawn: its form is never detached, so a click or what a user types is not lost to a refresh.
+  const sections = new Map();
+
+  function section(k, writable) {
+    let sec = sections.get(k.key);
+    if (!sec) {
+      sec = el("section", { class: "card", "data-key": k.key });
+      sec.append(el("div"));
+      if (writable) sec.append(formOf(k));
+      sections.set(k.key, sec);
+    }
+    sec.firstChild.replaceWith(card(k));
+    if (writable) formOf(k);
+    return sec;
+  }
+
+  function card(k) {
+    const c = el("div");
+    const e = k.effective, paused = k.paused_until && new Date(k.paused_until) > new Date();
+    const badge = paused ? el("span", { class: "badge paused", "data-field": "state" }, "paused " + new Date(k.paused_until).toLocaleTimeString())
+      : k.queued > 0 ? el("span", { class: "badge waiting", "data-field": "state" }, "waiting on " + (k.head_wait_reason || "its turn"))
+      : el("span", { class: "badge", "data-field": "state" }, "flowing");
+    const h = el("h2"); h.append(el("span", {}, k.key), badge); c.append(h);
+    const figs = el("div", { class: "figures" });
+    figs.append(
+      figure("queued", fmt(k.queued), "queued"),
+      figure("inflight", fmt(k.admitted + k.running) + (e.max_concurrent ? " / " + fmt(e.max_concurrent) : ""), "in flight"),
+      figure("inflight_tokens", fmt(k.inflight_tokens) + (e.max_inflight_tokens ? " / " + fmt(e.max_inflight_tokens) : ""), "in-flight tokens"),
+      figure("oldest_wait", dur(k.oldest_wait_s), "oldest wait"),
+      figure("requests_last_minute", fmt(k.requests_last_minute) + (e.requests_per_second ? " / " + fmt(e.requests_per_second * 60) : ""), "requests, last min"),
+      figure("tokens_last_minute", fmt(k.tokens_last_minute) + (e.tokens_per_minute ? " / " + fmt(e.tokens_per_minute) : ""), "tokens, last min"),
+      figure("head_wait_reason", k.queued > 0 ? (k.head_wait_reason || "its turn") : "–", "head waits on"),
+      figure("learned", learned(k), "learned from headers"));
+    c.append(figs);
+    const req = k.usage.map((p) => p.requests / stepS), tok = k.usage.map((p) => p.tokens * 60 / stepS);
+    if (e.tokens_per_minute > 0) c.append(chart("tokens", tok, e.tokens_per_minute, "var(--tok)", "tokens per minute"));
+    if (e.requests_per_second > 0 || !e.tokens_per_minute) c.append(chart("requests", req, e.requests_per_second, "var(--req)", "requests per second"));
+    return c;
+  }
+
+  // forms are the steering forms by key: kept across refreshes, so that what a user types, and the
+  // nodes a click lands on, survive the redraw of the card around them.
+  const forms = new Map();
+
+  function formOf(k) {
+    let f = forms.get(k.key);
+    if (!f) {
+      f = steer(k);
+      forms.set(k.key, f);
+    }
+    for (const n of ["max_concurrent", "requests_per_second", "tokens_per_minute"]) {
+      const input = f.elements[n], now = String(k.configured[n]);
+      if (input.value === input.dataset.initial && document.activeElement !== input) input.value = now;
+      input.dataset.initial = now;
+    }
+    return f;
+  }
+
+  function learned(k) {
+    const c = k.configured, e = k.effective, parts = [];
+    if (e.requests_per_second !== c.requests_per_second) parts.push(fmt(e.requests_per_second) + "/s");
+    if (e.tokens_per_minute !== c.tokens_per_minute) parts.push(fmt(e.tokens_per_minute) + " tpm");
+    return parts.length ? parts.join(", ") : "–";
+  }
+
+  // steer is the form that changes a key: its limits, a pause, a resume.
+  function steer(k) {
+    const f = el("form", { class: "steer", "data-key": k.key });
+    const input = (name, label, value) => {
+      const l = el("label", {}, label);
+      l.append(el("input", { name: name, type: "number", step: "any", value: value, "data-initial": value }));
+      return l;
+    };
+    f.append(input("max_concurrent", "max concurrent", k.configured.max_concurrent),
+      input("requests_per_second", "requests/s", k.configured.requests_per_second),
+      input("tokens_per_minute", "tokens/min", k.configured.tokens_per_minute),
+      el("button", { type: "submit", "data-action": "set" }, "Set"),
+      input("pause_seconds", "pause (s)", 60),
+      el("button", { type: "button", "data-action": "pause" }, "Pause"),
+      el("button", { type: "button", "data-action": "resume" }, "Resume"));
+    f.addEventListener("submit", (ev) => { ev.preventDefault(); act(f, "set"); });
+    f.querySelector('[data-action="pause"]').addEventListener("click", () => act(f, "pause"));
+    f.querySelector('[data-action="resume"]').addEventListener("click", () => act(f, "resume"));
+    return f;
+  }
+
+  async function act(f, action) {
+    const key = f.dataset.key, v = (n) => Number(f.elements[n].value);
+    let path = "api/resume", body = { key };
+    if (action === "pause") {
+      path = "api/pause"; body.seconds = v("pause_seconds");
+    } else if (action === "set") {
+      // Only the fields changed: an unchanged rate keeps its burst.
+      path = "api/limits";
+      for (const n of ["max_concurrent", "requests_per_second", "tokens_per_minute"]) {
+        if (f.elements[n].value !== f.elements[n].dataset.initial) body[n] = v(n);
+      }
+    }
+    try {
+      const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Sluice-CSRF": csrf }, body: JSON.stringify(body) });
+      if (!r.ok) throw new Error((await r.json()).error || r.statusText);
+      delete errorBox.dataset.sticky;
+      showError("");
+    } catch (e) {
+      errorBox.dataset.sticky = "1"; // a refused change stays on screen until the next change
+      showError(action + " " + key + ": " + e.message);
+    }
+    load();
+  }
+
+  function showError(msg) {
+    errorBox.textContent = msg;
+    errorBox.style.display = msg ? "block" : "none";
+  }
+
+  async function load() {
+    try {
+      const r = await fetch("api/status", { cache: "no-store" });
+      const s = await r.json();
+      if (!r.ok) throw new Error(s.error || r.statusText);
+      stepS = s.step_s || 10;
+      const secs = s.keys.map((k) => section(k, s.writable));
+      const same = secs.length === cards.children.length && secs.every((sec, i) => cards.children[i] === sec);
+      if (!same) { // keys came or went: lay the cards out again
+        for (const key of sections.keys()) if (!s.keys.some((k) => k.key === key)) { sections.delete(key); forms.delete(key); }
+        cards.replaceChildren(...secs);
+        if (!secs.length) cards.append(el("div", { class: "empty" }, "No limits yet in schema " + s.schema + "."));
+      }
+      document.getElementById("updated").textContent = "updated " + new Date(s.now).toLocaleTimeString();
+      document.body.dataset.loads = String(Number(document.body.dataset.loads || 0) + 1);
+      if (!errorBox.dataset.sticky) showError("");
+    } catch (e) {
+      showError("Cannot read the status: " + e.message);
+    }
+  }
+
+  // Each load starts a refresh after it ends, so that a slow answer never overwrites a newer one.
+  (async function loop() {
+    await load();
+    setTimeout(loop, refresh);
+  })();
+})();

@@ -1,0 +1,150 @@
+// Package dashboard serves Sluice's live dashboard: one page, embedded in the binary and loading
+// nothing from the internet, with a card per limit that refreshes on its own: requests and tokens
+// used against the limit over the last minutes (a small chart), the queue's depth, what is in flight,
+// pauses, the oldest wait and why the line's head waits.
+//
+// It is an [http.Handler] to mount in your own server, under any prefix:
+//
+//	h, err := dashboard.New(queue, dashboard.Options{})
+//	mux.Handle("/sluice/", http.StripPrefix("/sluice", h))
+//
+// It is read-only by default. With [Options.AllowWrites], the page can also change a key's limits
+// and pause or resume it; those requests must carry the page's CSRF token and come from the same
+// origin. The handler authenticates no one: put your own authentication in front of it before you
+// allow writes. `sluice serve` runs it on localhost.
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+//go:embed page.html app.js
+var pageFS embed.FS
+
+// Options configures the dashboard. The zero value is a read-only dashboard refreshing every 2 s
+// and charting the last 10 minutes in steps of 10 s.
+type Options struct {
+	// AllowWrites lets the page change limits and pause and resume keys. Authenticate its users
+	// in front of the handler first: it checks a CSRF token and the origin, not who is asking.
+	AllowWrites bool
+	// Refresh is how often the page reads the status again. Defaults to 2 s; at least 100 ms.
+	Refresh time.Duration
+	// Window is how far back the charts go. Defaults to 10 minutes; at most pgqueue.UsageHistory.
+	Window time.Duration
+	// Step is the width of one point of the charts. Defaults to 10 s; at least 1 s and at most Window.
+	Step time.Duration
+	// Logger receives the errors of requests. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Refresh == 0 {
+		o.Refresh = 2 * time.Second
+	}
+	if o.Window == 0 {
+		o.Window = 10 * time.Minute
+	}
+	if o.Step == 0 {
+		o.Step = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case o.Refresh < 100*time.Millisecond:
+		return o, fmt.Errorf("dashboard: Options.Refresh must be at least 100ms, got %v", o.Refresh)
+	case o.Step < time.Second:
+		return o, fmt.Errorf("dashboard: Options.Step must be at least 1s, got %v", o.Step)
+	case o.Window < o.Step || o.Window > pgqueue.UsageHistory:
+		return o, fmt.Errorf("dashboard: Options.Window must be from Step (%v) to %v, got %v", o.Step, pgqueue.UsageHistory, o.Window)
+	case o.Window/o.Step > 720:
+		return o, fmt.Errorf("dashboard: Options.Window / Options.Step must be at most 720 points, got %v / %v", o.Window, o.Step)
+	}
+	return o, nil
+}
+
+// handler is the dashboard.
+type handler struct {
+	q    *pgqueue.Queue
+	opts Options
+	csrf string
+	page *template.Template
+	mux  *http.ServeMux
+}
+
+// New returns the dashboard of q's schema. It reads nothing until a request comes.
+func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
+	if q == nil {
+		return nil, fmt.Errorf("dashboard: the queue is nil")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	page, err := template.ParseFS(pageFS, "page.html")
+	if err != nil {
+		return nil, err
+	}
+	token := make([]byte, 32)
+	if _, err := rand.Read(token); err != nil {
+		return nil, err
+	}
+	h := &handler{q: q, opts: opts, csrf: hex.EncodeToString(token), page: page, mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /{$}", h.servePage)
+	h.mux.HandleFunc("GET /app.js", h.serveScript)
+	h.mux.HandleFunc("GET /api/status", h.serveStatus)
+	h.mux.HandleFunc("POST /api/limits", h.write(h.setLimits))
+	h.mux.HandleFunc("POST /api/pause", h.write(h.pause))
+	h.mux.HandleFunc("POST /api/resume", h.write(h.resume))
+	return h, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.mux.ServeHTTP(w, r)
+}
+
+// pageData is what the page's template receives.
+type pageData struct {
+	CSRF      string
+	RefreshMS int64
+	Writable  bool
+	Schema    string
+}
+
+func (h *handler) servePage(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	d := pageData{Writable: h.opts.AllowWrites, RefreshMS: h.opts.Refresh.Milliseconds(), Schema: h.q.Schema()}
+	if h.opts.AllowWrites {
+		d.CSRF = h.csrf
+	}
+	if err := h.page.Execute(w, d); err != nil {
+		h.opts.Logger.Error("sluice dashboard: render the page", "error", err)
+	}
+}
+
+// requestTimeout bounds the database work of one request.
+const requestTimeout = 15 * time.Second
+
+func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), requestTimeout)
+}
+
+func (h *handler) serveScript(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	http.ServeFileFS(w, r, pageFS, "app.js")
+}
