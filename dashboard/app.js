@@ -28,11 +28,11 @@
     svg.append(el("svg:text", { x: 2, y: H - B }, "0"));
     if (limit > 0) {
       svg.append(el("svg:line", { class: "limit", x1: L, y1: y(limit), x2: W, y2: y(limit) }));
-      svg.append(el("svg:text", { x: W - 60, y: y(limit) - 3 }, "limit " + fmt(limit)));
+      svg.append(el("svg:text", { x: W - 4, y: y(limit) - 3, "text-anchor": "end" }, "limit " + fmt(limit)));
     }
     const d = values.map((v, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1)).join(" ");
     svg.append(el("svg:path", { class: "series", d: d, stroke: color }));
-    svg.append(el("svg:text", { x: L, y: H - 3 }, "-" + dur(values.length * stepS)));
+    svg.append(el("svg:text", { x: L, y: H - 3 }, "-" + dur((values.length + 1) * stepS)));
     svg.append(el("svg:text", { x: W - 22, y: H - 3 }, "now"));
     const wrap = el("div");
     wrap.append(el("div", { class: "chart-title" }, unit), svg);
@@ -82,7 +82,9 @@
       figure("head_wait_reason", k.queued > 0 ? (k.head_wait_reason || "its turn") : "–", "head waits on"),
       figure("learned", learned(k), "learned from headers"));
     c.append(figs);
-    const req = k.usage.map((p) => p.requests / stepS), tok = k.usage.map((p) => p.tokens * 60 / stepS);
+    // The last step is still filling: it is left out rather than drawn as a fall.
+    const done = k.usage.slice(0, -1);
+    const req = done.map((p) => p.requests / stepS), tok = done.map((p) => p.tokens * 60 / stepS);
     if (e.tokens_per_minute > 0) c.append(chart("tokens", tok, e.tokens_per_minute, "var(--tok)", "tokens per minute"));
     if (e.requests_per_second > 0 || !e.tokens_per_minute) c.append(chart("requests", req, e.requests_per_second, "var(--req)", "requests per second"));
     return c;

@@ -24,7 +24,8 @@ type KeyStatus struct {
 	// "tokens", "inflight_tokens" or "paused"; empty when none waits or no claim has looked at it yet.
 	HeadWaitReason string
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
-	// tickets, and the tokens they reserved (reported usage is not folded in).
+	// tickets, and the tokens they reserved less what reported usage gave back (counted when the next
+	// claim on the key folds the completion in).
 	RequestsLastMinute, TokensLastMinute int64
 	// Now is the database's clock when the status was read.
 	Now time.Time
@@ -51,7 +52,7 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 }
 
 // UsagePoint is what a key admitted during one step of a Usage series: tickets, and the tokens they
-// reserved.
+// reserved less what reported usage gave back (see KeyStatus.TokensLastMinute).
 type UsagePoint = engine.UsagePoint
 
 // UsageHistory is how long the tables keep what each key admitted, per second.

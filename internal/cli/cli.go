@@ -76,7 +76,7 @@ func commands() []command {
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
 		{"tickets", "KEY [--max N] [--watch D]", "the tickets running on KEY and waiting in its line", runTickets},
 		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
-		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
+		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
 	}
 }
 

@@ -16,6 +16,8 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "where to listen; another interface than localhost only when told")
 	writes := fs.Bool("allow-writes", false, "let the page change limits and pause keys (put your own authentication in front)")
 	refresh := fs.Duration("refresh", 2*time.Second, "how often the page refreshes")
+	window := fs.Duration("window", 10*time.Minute, "how far back the charts go (at most 1h)")
+	step := fs.Duration("step", 10*time.Second, "the width of one point of the charts")
 	pos, err := r.parse(fs, "serve", args)
 	if err != nil {
 		return err
@@ -29,7 +31,7 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	h, err := dashboard.New(r.q, dashboard.Options{AllowWrites: *writes, Refresh: *refresh})
+	h, err := dashboard.New(r.q, dashboard.Options{AllowWrites: *writes, Refresh: *refresh, Window: *window, Step: *step})
 	if err != nil {
 		return usageErr("%v", err)
 	}

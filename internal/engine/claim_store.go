@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,11 @@ func (c *claimRun) store(ctx context.Context) error {
 		return c.tx.commitWith(ctx, nil, "")
 	}
 	args := limitStateArgs(c.locked)
+	for k, r := range c.locked {
+		if r.refunded != 0 {
+			c.usage.refund(k, c.now, int64(math.Round(r.refunded)))
+		}
+	}
 	owners := slices.Sorted(maps.Keys(c.owners))
 	args = append(args, c.waitIDs, c.waitReasons, c.expiredIDs, c.admittedIDs, c.admittedAt, c.p.Owner,
 		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines)
@@ -91,6 +97,16 @@ func (u usage) add(keys []string, at time.Time, cost int64) {
 		u[at][0]++
 		u[at][1] += cost
 	}
+}
+
+// refund records tokens reported usage gave back to key, at the instant the claim folded them in: the
+// history counts what was spent, not only what was reserved.
+func (u usage) refund(key string, at time.Time, tokens int64) {
+	a := usageAt{key, at.Unix()}
+	if u[a] == nil {
+		u[a] = &[2]int64{}
+	}
+	u[a][1] -= tokens
 }
 
 // args are claimStoreSQL's $20 to $23: keys, seconds, requests and tokens, in a stable order.

@@ -41,6 +41,10 @@ type limitRow struct {
 	state      throttle.State
 	vtime      float64
 	dirty      bool
+	// refunded are the tokens the releases folded in by this transaction gave back: reservations
+	// that reported usage did not spend (negative: usage above them). Claims record them in the usage
+	// history.
+	refunded float64
 }
 
 // scanLimit scans limitColumns, then into more, the columns that follow them.
@@ -161,6 +165,7 @@ func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, 
 	for k, sum := range sums {
 		r := rows[k]
 		r.state, r.dirty = r.limit.ReleaseMany(r.state, now, sum), true
+		r.refunded += sum.Refund
 	}
 	return len(sums) > 0
 }

@@ -28,7 +28,7 @@ type KeyStatus struct {
 	// "tokens", "inflight_tokens", "paused"); empty when none waits or no claim has looked at it yet.
 	HeadWaitReason string
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
-	// tickets, and the tokens they reserved.
+	// tickets, and the tokens they reserved less what reported usage gave back.
 	RequestsLastMinute, TokensLastMinute int64
 	// Now is the database's clock when the status was read.
 	Now time.Time

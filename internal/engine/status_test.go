@@ -75,22 +75,34 @@ func TestQueue_Status(t *testing.T) {
 	_, _, err = q.Tickets(ctx, "nope", 3)
 	require.ErrorIs(t, err, engine.ErrUnknownLimit)
 
-	// A minute on, the admissions are history: the last minute is empty, the series still has them.
-	b.clock.Add(time.Minute)
+	// Reported usage below the reservation gives tokens back: the next claim folds them in, and the
+	// history counts what was spent. The priority 1 ticket reserved 200 and used 50.
+	_, err = q.CompleteMany(ctx, []engine.CompleteParams{{TicketID: res.Admitted[0].ID, ActualCost: 50, OutcomeKind: engine.OutcomeCompleted}})
+	require.NoError(t, err)
+	b.clock.Add(time.Second)
+	require.Len(t, claim(t, q, engine.ClaimParams{Owner: "owner-1", Max: 1}).Admitted, 1, "the room the completion made")
+	st, err = q.Status(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st[0].RequestsLastMinute)
+	require.Equal(t, int64(200+400+300-150), st[0].TokensLastMinute, "reserved, less what usage gave back")
+	b.clock.Add(-time.Second)
+
+	// Two minutes on, the admissions are history: the last minute is empty, the series still has them.
+	b.clock.Add(2 * time.Minute)
 	st, err = q.Status(ctx, "k")
 	require.NoError(t, err)
 	require.Zero(t, st[0].RequestsLastMinute)
-	series, _, err = q.Usage(ctx, []string{"k"}, 2*time.Minute, 10*time.Second)
+	series, _, err = q.Usage(ctx, []string{"k"}, 5*time.Minute, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, int64(2), series["k"][5].Requests)
+	require.Equal(t, engine.UsagePoint{At: t0, Requests: 3, Tokens: 750}, series["k"][17])
 
 	// Prune keeps an hour of it.
 	b.clock.Add(engine.UsageHistory)
 	_, err = q.Prune(ctx, engine.PruneParams{})
 	require.NoError(t, err)
 	b.clock.Add(-engine.UsageHistory)
-	series, _, err = q.Usage(ctx, []string{"k"}, 2*time.Minute, 10*time.Second)
+	series, _, err = q.Usage(ctx, []string{"k"}, 5*time.Minute, 10*time.Second)
 	require.NoError(t, err)
-	require.Zero(t, series["k"][5].Requests, "pruned")
+	require.Zero(t, series["k"][17].Requests, "pruned")
 	requireHealthy(t, q)
 }
