@@ -151,29 +151,6 @@ type LimitChange struct {
 	MaxInflightTokens *int64   `json:"max_inflight_tokens"`
 }
 
-// apply returns l with c's fields set.
-func (c LimitChange) apply(l throttle.Limit) throttle.Limit {
-	if c.MaxConcurrent != nil {
-		l.MaxConcurrent = *c.MaxConcurrent
-	}
-	if c.MaxInflightTokens != nil {
-		l.MaxInflightTokens = *c.MaxInflightTokens
-	}
-	if c.RequestsPerSecond != nil && *c.RequestsPerSecond != l.RequestsPerSecond {
-		l.RequestsPerSecond, l.Burst = *c.RequestsPerSecond, 0
-	}
-	if c.Burst != nil {
-		l.Burst = *c.Burst
-	}
-	if c.TokensPerMinute != nil && *c.TokensPerMinute != l.TokensPerMinute {
-		l.TokensPerMinute, l.TokenBurst = *c.TokensPerMinute, 0
-	}
-	if c.TokenBurst != nil {
-		l.TokenBurst = *c.TokenBurst
-	}
-	return l
-}
-
 func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte) {
 	var c LimitChange
 	if err := decode(body, &c); err != nil {
@@ -182,18 +159,14 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	l, err := h.q.Limit(ctx, c.Key)
-	if err != nil {
-		h.failKey(w, err)
-		return
-	}
-	l = c.apply(l)
-	if err := l.Validate(); err != nil {
+	l, err := h.q.ChangeLimit(ctx, c.Key, pgqueue.LimitChange{MaxConcurrent: c.MaxConcurrent, RequestsPerSecond: c.RequestsPerSecond,
+		Burst: c.Burst, TokensPerMinute: c.TokensPerMinute, TokenBurst: c.TokenBurst, MaxInflightTokens: c.MaxInflightTokens}, false)
+	if errors.Is(err, pgqueue.ErrInvalidLimit) {
 		h.fail(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := h.q.UpsertLimits(ctx, l); err != nil {
-		h.fail(w, http.StatusInternalServerError, err)
+	if err != nil {
+		h.failKey(w, err)
 		return
 	}
 	h.opts.Logger.Info("sluice dashboard: limit changed", "key", l.Key, "limit", fmt.Sprintf("%+v", l), "remote", r.RemoteAddr)

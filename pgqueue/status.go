@@ -101,3 +101,62 @@ func (q *Queue) Tickets(ctx context.Context, key string, max int) ([]Ticket, tim
 	}
 	return out, now, err
 }
+
+// LimitChange names the fields of a limit to change; nil fields keep their value. A rate that
+// changes without its burst given gets its default burst back (a burst sized for the old rate would
+// be wrong for the new one); a rate given unchanged keeps its burst.
+type LimitChange struct {
+	MaxConcurrent     *int
+	RequestsPerSecond *float64
+	Burst             *float64
+	TokensPerMinute   *float64
+	TokenBurst        *float64
+	MaxInflightTokens *int64
+}
+
+// Apply returns l with c's fields set.
+func (c LimitChange) Apply(l throttle.Limit) throttle.Limit {
+	set := func(dst *float64, v *float64) bool {
+		if v == nil || *v == *dst {
+			return false
+		}
+		*dst = *v
+		return true
+	}
+	if c.MaxConcurrent != nil {
+		l.MaxConcurrent = *c.MaxConcurrent
+	}
+	if c.MaxInflightTokens != nil {
+		l.MaxInflightTokens = *c.MaxInflightTokens
+	}
+	if set(&l.RequestsPerSecond, c.RequestsPerSecond) {
+		l.Burst = 0
+	}
+	if set(&l.TokensPerMinute, c.TokensPerMinute) {
+		l.TokenBurst = 0
+	}
+	if c.Burst != nil {
+		l.Burst = *c.Burst
+	}
+	if c.TokenBurst != nil {
+		l.TokenBurst = *c.TokenBurst
+	}
+	return l
+}
+
+// Empty reports whether c changes nothing.
+func (c LimitChange) Empty() bool { return c == LimitChange{} }
+
+// ErrInvalidLimit is wrapped by ChangeLimit's error when the changed limit does not validate; the
+// message names the field and the value.
+var ErrInvalidLimit = engine.ErrInvalidLimit
+
+// ChangeLimit applies c to key's configuration under the limit row's lock, so that two changes at
+// the same moment (two operators, the dashboard and the sluice command) both apply, and returns the
+// limit stored. The result is validated first: an invalid one returns an error wrapping ErrInvalidLimit
+// that names the field and value, and changes nothing. An unknown key is created from the zero Limit when create is set, and is otherwise an
+// error wrapping ErrUnknownLimit. Like UpsertLimits, it applies at the next admission on every
+// replica.
+func (q *Queue) ChangeLimit(ctx context.Context, key string, c LimitChange, create bool) (throttle.Limit, error) {
+	return q.e.ChangeLimit(ctx, key, create, c.Apply)
+}

@@ -130,27 +130,22 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 	return lf
 }
 
-// apply returns l with the given flags set.
-func (lf *limitFlags) apply(l throttle.Limit) throttle.Limit {
+// change is the change the flags given ask for.
+func (lf *limitFlags) change() pgqueue.LimitChange {
+	var c pgqueue.LimitChange
 	if lf.set["max-concurrent"] {
-		l.MaxConcurrent = int(*lf.ints["max-concurrent"])
+		n := int(*lf.ints["max-concurrent"])
+		c.MaxConcurrent = &n
 	}
 	if lf.set["max-inflight-tokens"] {
-		l.MaxInflightTokens = *lf.ints["max-inflight-tokens"]
+		c.MaxInflightTokens = lf.ints["max-inflight-tokens"]
 	}
-	if lf.set["rps"] && *lf.floats["rps"] != l.RequestsPerSecond {
-		l.RequestsPerSecond, l.Burst = *lf.floats["rps"], 0
+	for name, dst := range map[string]**float64{"rps": &c.RequestsPerSecond, "burst": &c.Burst, "tpm": &c.TokensPerMinute, "token-burst": &c.TokenBurst} {
+		if lf.set[name] {
+			*dst = lf.floats[name]
+		}
 	}
-	if lf.set["burst"] {
-		l.Burst = *lf.floats["burst"]
-	}
-	if lf.set["tpm"] && *lf.floats["tpm"] != l.TokensPerMinute {
-		l.TokensPerMinute, l.TokenBurst = *lf.floats["tpm"], 0
-	}
-	if lf.set["token-burst"] {
-		l.TokenBurst = *lf.floats["token-burst"]
-	}
-	return l
+	return c
 }
 
 func runLimitsSet(ctx context.Context, r *runner, args []string) error {
@@ -173,19 +168,13 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	l, err := r.q.Limit(ctx, keys[0])
-	if err != nil && !(*create && isUnknown(err)) {
-		if isUnknown(err) {
+	if _, err := r.q.ChangeLimit(ctx, keys[0], lf.change(), *create); err != nil {
+		switch {
+		case isUnknown(err):
 			return notFoundErr(fmt.Errorf("%w (add --create to create it)", err))
+		case errors.Is(err, pgqueue.ErrInvalidLimit):
+			return usageErr("%v", err)
 		}
-		return err
-	}
-	l.Key = keys[0]
-	l = lf.apply(l)
-	if err := l.Validate(); err != nil {
-		return usageErr("%v", err)
-	}
-	if err := r.q.UpsertLimits(ctx, l); err != nil {
 		return err
 	}
 	return runLimitsGet(ctx, r, []string{keys[0]})

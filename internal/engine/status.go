@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -192,4 +193,40 @@ func (q *Queue) readNow(ctx context.Context) (time.Time, error) {
 		return err
 	})
 	return now, err
+}
+
+// ErrInvalidLimit is wrapped by ChangeLimit's error when the changed limit does not validate.
+var ErrInvalidLimit = errors.New("sluice: invalid limit")
+
+// ChangeLimit changes key's configuration with change, under the row's lock, so that two changes
+// at once both apply: change receives the limit as configured (defaults filled in), and its result
+// is validated and stored. A key that does not exist is created from the zero Limit when create is
+// set, and is otherwise an error wrapping ErrUnknownLimit. It returns the limit stored.
+func (q *Queue) ChangeLimit(ctx context.Context, key string, create bool, change func(throttle.Limit) throttle.Limit) (throttle.Limit, error) {
+	if err := throttle.ValidateKey(key); err != nil {
+		return throttle.Limit{}, fmt.Errorf("%w: %w", ErrInvalidLimit, err)
+	}
+	var out throttle.Limit
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		cur := throttle.Limit{Key: key}
+		r, err := scanLimit(tx.QueryRow(ctx, q.s(`SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = $1 FOR UPDATE`), key))
+		switch {
+		case err == pgx.ErrNoRows && !create:
+			return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+		case err == nil:
+			cur = r.configured
+		case err != pgx.ErrNoRows:
+			return err
+		}
+		out = change(cur)
+		out.Key = key
+		if err := out.WithDefaults().Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidLimit, err)
+		}
+		return q.UpsertLimitsTx(ctx, tx, out)
+	})
+	if err != nil {
+		return throttle.Limit{}, err
+	}
+	return out.WithDefaults(), nil
 }
