@@ -2,6 +2,7 @@ package pgqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -79,4 +80,28 @@ func ExampleMigrationState() {
 		log.Fatal(err)
 	}
 	fmt.Printf("schema %s at version %d, %d pending\n", st.Schema, st.Version, len(st.Pending))
+}
+
+// Lower one field of a limit during an incident, keeping the rest: two such changes at once both
+// apply. A new rate without its burst gets its default burst.
+func ExampleQueue_ChangeLimit() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tpm := 60_000.0
+	l, err := q.ChangeLimit(ctx, "openai", pgqueue.LimitChange{TokensPerMinute: &tpm}, false)
+	if errors.Is(err, pgqueue.ErrInvalidLimit) || errors.Is(err, pgqueue.ErrUnknownLimit) {
+		log.Fatal(err) // names the key, the field and the value
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s: %.0f tokens a minute, burst %.0f\n", l.Key, l.TokensPerMinute, l.TokenBurst)
 }
