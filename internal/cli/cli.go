@@ -82,7 +82,9 @@ func commands() []command {
 
 // Run runs the command line args (without the program name) and returns the exit code.
 func Run(ctx context.Context, args []string, env Env) int {
-	r := &runner{env: env, g: global{schema: pgqueue.DefaultSchema, database: env.Getenv("DATABASE_URL")}}
+	// DATABASE_URL is read when connecting, not given as the flag's default: -h would print it, and
+	// its password.
+	r := &runner{env: env, g: global{schema: pgqueue.DefaultSchema}}
 	defer r.close()
 	err := r.dispatch(ctx, args)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
@@ -192,6 +194,7 @@ func (r *runner) connect(ctx context.Context, migrating bool) error {
 	if r.q != nil {
 		return nil
 	}
+	r.g.database = cmp.Or(r.g.database, r.env.Getenv("DATABASE_URL"))
 	if r.g.database == "" {
 		return usageErr("no database: set DATABASE_URL or pass --database")
 	}
