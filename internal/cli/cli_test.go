@@ -204,9 +204,9 @@ func TestCLI_BadInput(t *testing.T) {
 		require.Equal(t, c.code, code, "%v: %s", c.args, errOut)
 		require.Contains(t, errOut, c.msg)
 		require.NotContains(t, errOut, "s3cret", "the password is not printed")
-		code, out, _ := runCLI(ctx, c.url, "status", "-h")
-		require.Equal(t, cli.ExitOK, code)
-		require.NotContains(t, out, "s3cret", "nor by -h")
+		helpCode, help, _ := runCLI(ctx, c.url, "status", "-h")
+		require.Equal(t, cli.ExitOK, helpCode)
+		require.NotContains(t, help, "s3cret", "nor by -h")
 		t.Logf("sluice %s -> %d: %s", strings.Join(c.args, " "), code, strings.TrimSpace(errOut))
 	}
 }
