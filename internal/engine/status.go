@@ -35,16 +35,22 @@ type KeyStatus struct {
 	Now time.Time
 }
 
-// statusColumns follow limitReadColumns in Status's statement; $2 is the instant a minute ago.
+// statusColumns follow limitReadColumns in Status's statement; $2 is the instant a minute ago. The
+// tickets holding keys are counted once for every key (held), not by a scan per key.
 const statusColumns = `,
 	(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
-	(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state = 'admitted'),
-	(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state = 'running'),
+	coalesce(h.admitted, 0), coalesce(h.running, 0),
 	(SELECT min(t.enqueued_at) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
 	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
 		ORDER BY t.priority, t.vstart, t.seq LIMIT 1),
 	(SELECT coalesce(sum(u.requests), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2),
 	(SELECT coalesce(sum(u.tokens), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2)`
+
+// statusHeld counts the tickets holding each key, admitted and running.
+const statusHeld = `WITH held AS (
+	SELECT k AS held_key, count(*) FILTER (WHERE t.state = 'admitted') AS admitted, count(*) FILTER (WHERE t.state = 'running') AS running
+	FROM {s}.sluice_ticket t, unnest(t.limit_keys) AS k WHERE t.state IN ('admitted', 'running') GROUP BY k)
+`
 
 // Status returns the status of keys, in key order, or of every limit when keys is empty. A key that
 // does not exist returns an error wrapping ErrUnknownLimit that names it.
@@ -56,8 +62,8 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, q.s(`SELECT `+limitReadColumns+statusColumns+` FROM {s}.sluice_limit l
-			WHERE coalesce(cardinality($1::text[]), 0) = 0 OR l.key = ANY($1) ORDER BY l.key`), keys, now.Add(-time.Minute))
+		rows, err := tx.Query(ctx, q.s(statusHeld+`SELECT `+limitReadColumns+statusColumns+` FROM {s}.sluice_limit l
+			LEFT JOIN held h ON h.held_key = l.key WHERE coalesce(cardinality($1::text[]), 0) = 0 OR l.key = ANY($1) ORDER BY l.key`), keys, now.Add(-time.Minute))
 		if err != nil {
 			return err
 		}
