@@ -18,7 +18,9 @@ type KeyStatus struct {
 	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
 	// the key, admitted and not yet taken by their worker, and running.
 	Queued, Admitted, Running int64
-	// OldestQueued is when the line's oldest queued ticket was written; zero when none waits.
+	// OldestQueued is when the oldest of the 1,000 tickets at the head of the line was written (the
+	// whole line's oldest unless priorities put older tickets further back; reading a whole line of
+	// millions every refresh would cost the database too much); zero when none waits.
 	OldestQueued time.Time
 	// HeadWaitReason is why the ticket at the head of the line last waited: "concurrency", "rate",
 	// "tokens", "inflight_tokens" or "paused"; empty when none waits or no claim has looked at it yet.

@@ -23,7 +23,8 @@ type KeyStatus struct {
 	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
 	// the key, admitted and not yet taken by their worker, and running.
 	Queued, Admitted, Running int64
-	// OldestQueued is when the line's oldest queued ticket was written; zero when none waits.
+	// OldestQueued is when the oldest of the 1,000 tickets at the head of the line was written (the
+	// whole line's oldest unless priorities put older tickets further back); zero when none waits.
 	OldestQueued time.Time
 	// HeadWaitReason is why the ticket at the head of the line last waited ("concurrency", "rate",
 	// "tokens", "inflight_tokens", "paused"); empty when none waits or no claim has looked at it yet.
@@ -40,11 +41,16 @@ type KeyStatus struct {
 const statusColumns = `,
 	(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
 	coalesce(h.admitted, 0), coalesce(h.running, 0),
-	(SELECT min(t.enqueued_at) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
+	(SELECT min(h.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
+		ORDER BY t.priority, t.vstart, t.seq LIMIT `+statusOldestAmong+`) h),
 	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
 		ORDER BY t.priority, t.vstart, t.seq LIMIT 1),
 	(SELECT coalesce(sum(u.requests), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2),
 	(SELECT coalesce(sum(u.tokens), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2)`
+
+// statusOldestAmong bounds the tickets OldestQueued looks at: those at the head of the line, read in
+// the line index's order. The minimum over a whole line of a million reads a million rows.
+const statusOldestAmong = "1000"
 
 // statusHeld counts the tickets holding each key, admitted and running.
 const statusHeld = `WITH held AS (
