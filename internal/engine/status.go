@@ -41,8 +41,8 @@ type KeyStatus struct {
 const statusColumns = `,
 	(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
 	coalesce(h.admitted, 0), coalesce(h.running, 0),
-	(SELECT min(h.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
-		ORDER BY t.priority, t.vstart, t.seq LIMIT `+statusOldestAmong+`) h),
+	(SELECT min(head.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
+		ORDER BY t.priority, t.vstart, t.seq LIMIT ` + statusOldestAmong + `) head),
 	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
 		ORDER BY t.priority, t.vstart, t.seq LIMIT 1),
 	(SELECT coalesce(sum(u.requests), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2),
