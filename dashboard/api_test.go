@@ -205,6 +205,30 @@ func TestDashboard_Writes(t *testing.T) {
 	require.True(t, st[0].State.PausedUntil.IsZero())
 }
 
+// With AllowedHosts, a request naming another host is refused, reads included: a page that rebinds
+// its own name to 127.0.0.1 cannot read the token or the status.
+func TestDashboard_AllowedHosts(t *testing.T) {
+	t.Parallel()
+	l := newLive(t)
+	_, base := l.server(t, dashboard.Options{AllowWrites: true, AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}})
+	resp, err := http.Get(base + "api/status")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "127.0.0.1 is allowed")
+	for _, path := range []string{"", "api/status"} {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		req.Host = "rebound.example:8080"
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "GET /%s", path)
+		require.Contains(t, string(b), `host "rebound.example:8080" is not allowed`)
+		require.NotContains(t, string(b), "sluice-csrf")
+	}
+}
+
 func TestDashboard_BadOptions(t *testing.T) {
 	t.Parallel()
 	l := newLive(t)

@@ -145,7 +145,15 @@
       // Only the fields changed: an unchanged rate keeps its burst.
       path = "api/limits";
       for (const n of ["max_concurrent", "requests_per_second", "tokens_per_minute"]) {
-        if (f.elements[n].value !== f.elements[n].dataset.initial) body[n] = v(n);
+        const input = f.elements[n];
+        if (input.value === input.dataset.initial) continue;
+        // An emptied or unreadable field is refused, never sent as 0 (which would lift a cap).
+        if (input.value.trim() === "" || !input.validity.valid || !Number.isFinite(input.valueAsNumber)) {
+          errorBox.dataset.sticky = "1";
+          showError("set " + key + ": " + n + " must be a number, got \"" + input.value + "\"");
+          return;
+        }
+        body[n] = v(n);
       }
     }
     try {

@@ -22,7 +22,11 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pgqueue"
@@ -45,6 +49,12 @@ type Options struct {
 	Step time.Duration
 	// Logger receives the errors of requests. Defaults to slog.Default().
 	Logger *slog.Logger
+	// AllowedHosts, when set, are the only host names (without the port) requests may name in their
+	// Host header; others get 403. On a loopback address set it to the loopback names: a web page
+	// whose own name an attacker points at 127.0.0.1 (DNS rebinding) is then refused, reads included.
+	// sluice serve sets it on loopback. Empty allows every host: behind a server of your own that
+	// routes by name.
+	AllowedHosts []string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -110,6 +120,10 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.hostAllowed(r.Host) {
+		http.Error(w, "sluice dashboard: host "+strconv.Quote(r.Host)+" is not allowed (Options.AllowedHosts)", http.StatusForbidden)
+		return
+	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -147,4 +161,16 @@ func (h *handler) serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	http.ServeFileFS(w, r, pageFS, "app.js")
+}
+
+// hostAllowed reports whether a request naming host may be served.
+func (h *handler) hostAllowed(host string) bool {
+	if len(h.opts.AllowedHosts) == 0 {
+		return true
+	}
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		host = name
+	}
+	host = strings.Trim(host, "[]")
+	return slices.ContainsFunc(h.opts.AllowedHosts, func(a string) bool { return strings.EqualFold(a, host) })
 }

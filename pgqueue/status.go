@@ -62,7 +62,7 @@ const UsageHistory = engine.UsageHistory
 
 // Usage returns, for each of keys, what it admitted per step over the window before the database's
 // clock, oldest first, with every step present (zero when nothing was admitted), and that clock.
-// Steps are aligned to multiples of step; the last one is still filling. step must be at least a
+// Steps are aligned to multiples of step since the Unix epoch; the last one is still filling. step must be at least a
 // second, and the window at least the step and at most 24 hours (the tables keep UsageHistory).
 func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Duration) (map[string][]UsagePoint, time.Time, error) {
 	return q.e.Usage(ctx, keys, window, step)

@@ -228,6 +228,10 @@ func (r *runner) connect(ctx context.Context, migrating bool) error {
 		if !st.Exists {
 			return notFoundErr(fmt.Errorf("schema %q in %s has no Sluice tables (run: sluice migrate up --schema %s)", r.g.schema, where, r.g.schema))
 		}
+		if len(st.Pending) > 0 {
+			return notFoundErr(fmt.Errorf("schema %q in %s is at version %d and lacks migration %d (%s): run sluice migrate up --schema %s",
+				r.g.schema, where, st.Version, st.Pending[0].Version, st.Pending[0].Name, r.g.schema))
+		}
 	}
 	r.q, err = pgqueue.New(pool, pgqueue.Options{Schema: r.g.schema})
 	return err

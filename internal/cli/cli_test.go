@@ -329,3 +329,27 @@ func TestCLI_Serve(t *testing.T) {
 	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, errOut, `--addr "nonsense"`)
 }
+
+// A key that reads like a flag is a key after --; a workflow ID with a terminal escape is quoted; a
+// schema a migration behind is refused with what to run.
+func TestCLI_Edges(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	require.NoError(t, f.q.UpsertLimits(ctx, throttle.Limit{Key: "-x", MaxConcurrent: 1}))
+	code, out, errOut := f.run(t, "pause", "--for", "1m", "--", "-x")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "-x ")
+	_, err := f.q.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{"-x"}, Owner: "o", WorkflowID: "evil\x1b[2Jid", ActivityType: "A"})
+	require.NoError(t, err)
+	code, out, _ = f.run(t, "tickets", "--", "-x")
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, `"evil\x1b[2Jid"`)
+	require.NotContains(t, out, "\x1b")
+
+	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 5`)
+	require.NoError(t, err)
+	code, _, errOut = f.run(t, "status")
+	require.Equal(t, cli.ExitNotFound, code)
+	require.Contains(t, errOut, "is at version 4 and lacks migration 5 (usage): run sluice migrate up")
+}

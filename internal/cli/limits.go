@@ -53,6 +53,11 @@ func runLimitsGet(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
+	return r.printLimits(ctx, keys)
+}
+
+// printLimits prints the limits of keys (every key when none).
+func (r *runner) printLimits(ctx context.Context, keys []string) error {
 	st, err := r.q.Status(ctx, keys...)
 	if err != nil {
 		return keyErr(err)
@@ -177,7 +182,7 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		}
 		return err
 	}
-	return runLimitsGet(ctx, r, []string{keys[0]})
+	return r.printLimits(ctx, keys[:1])
 }
 
 func runPause(ctx context.Context, r *runner, args []string) error {
@@ -203,7 +208,7 @@ func runPause(ctx context.Context, r *runner, args []string) error {
 	if err := r.q.Pause(ctx, keys[0], now.Add(*d)); err != nil {
 		return keyErr(err)
 	}
-	return runStatus(ctx, r, keys)
+	return r.printStatus(ctx, keys, 0)
 }
 
 func runResume(ctx context.Context, r *runner, args []string) error {
@@ -220,7 +225,7 @@ func runResume(ctx context.Context, r *runner, args []string) error {
 	if err := r.q.Resume(ctx, keys[0]); err != nil {
 		return keyErr(err)
 	}
-	return runStatus(ctx, r, keys)
+	return r.printStatus(ctx, keys, 0)
 }
 
 // dbNow is the database's clock: pauses are instants on it, whatever this machine's clock says.

@@ -31,7 +31,12 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	h, err := dashboard.New(r.q, dashboard.Options{AllowWrites: *writes, Refresh: *refresh, Window: *window, Step: *step})
+	opts := dashboard.Options{AllowWrites: *writes, Refresh: *refresh, Window: *window, Step: *step}
+	if host, _, _ := net.SplitHostPort(*addr); host == "localhost" || net.ParseIP(host).IsLoopback() {
+		// Only the loopback names: a page rebinding its own name to 127.0.0.1 is refused.
+		opts.AllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
+	}
+	h, err := dashboard.New(r.q, opts)
 	if err != nil {
 		return usageErr("%v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/sluicehq/sluice/pgqueue"
 )
@@ -44,7 +45,12 @@ func runStatus(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	return r.watch(ctx, *watch, func(w io.Writer) error {
+	return r.printStatus(ctx, keys, *watch)
+}
+
+// printStatus prints the status of keys (every key when none), once or every period.
+func (r *runner) printStatus(ctx context.Context, keys []string, every time.Duration) error {
+	return r.watch(ctx, every, func(w io.Writer) error {
 		st, err := r.q.Status(ctx, keys...)
 		if err != nil {
 			return keyErr(err)
@@ -190,8 +196,8 @@ func runTickets(ctx context.Context, r *runner, args []string) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATE\tWORKFLOW ID\tACTIVITY TYPE\tATTEMPT\tWAITED\tPRIORITY\tFAIRNESS KEY\tWAITS ON")
 		for _, t := range ts {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.ID, t.State, orDash(t.WorkflowID), orDash(t.ActivityType),
-				t.Attempt, roundDur(waited(t, now)), t.Priority, orDash(t.FairnessKey), orDash(waitsOn(t)))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.ID, t.State, shown(t.WorkflowID), shown(t.ActivityType),
+				t.Attempt, roundDur(waited(t, now)), t.Priority, shown(t.FairnessKey), orDash(waitsOn(t)))
 		}
 		return tw.Flush()
 	})
@@ -234,6 +240,9 @@ func (r *runner) watch(ctx context.Context, every time.Duration, frame func(io.W
 			b.WriteString("\x1b[H\x1b[2J")
 		}
 		if err := frame(&b); err != nil {
+			if ctx.Err() != nil { // interrupted during a refresh: that is how a watch ends
+				return nil
+			}
 			return err
 		}
 		if _, err := io.WriteString(r.env.Stdout, b.String()); err != nil {
@@ -250,4 +259,15 @@ func (r *runner) watch(ctx context.Context, every time.Duration, frame func(io.W
 // writeJSON writes v as one line of JSON.
 func writeJSON(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+// shown is s for a table: "-" when empty, quoted when it holds what a terminal would act on (escape
+// sequences in a workflow ID).
+func shown(s string) string {
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return strconv.Quote(s)
+		}
+	}
+	return orDash(s)
 }

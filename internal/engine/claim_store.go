@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -22,7 +23,7 @@ import (
 // reads the line index in its order: without the ORDER BY it may be planned as a scan of the table.
 //
 // The CTEs touch disjoint tickets: a ticket whose wait changed was neither admitted nor expired.
-const claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
+var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 ), waits AS (
 	UPDATE {s}.sluice_ticket t SET wait_reason = w.reason
 	FROM unnest($10::bigint[], $11::text[]) AS w(id, reason) WHERE t.id = w.id
@@ -35,9 +36,7 @@ const claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 ), woken AS (
 	SELECT count(pg_notify($16, $17 || o)) AS n FROM unnest($18::text[]) AS o
 ), used AS (
-	INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens)
-	SELECT * FROM unnest($20::text[], $21::timestamptz[], $22::bigint[], $23::bigint[])
-	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens
+	` + usageUpsert(20) + `
 )
 SELECT line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
 	WHERE t.line_key = line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000) d)
@@ -97,6 +96,14 @@ func (u usage) add(keys []string, at time.Time, cost int64) {
 		u[at][0]++
 		u[at][1] += cost
 	}
+}
+
+// usageUpsert adds the usage given as the statement's parameters $n to $n+3 (see usage.args) to
+// sluice_usage. Its writer must hold the limit rows of the keys it writes for.
+func usageUpsert(n int) string {
+	return fmt.Sprintf(`INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens)
+	SELECT * FROM unnest($%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::bigint[])
+	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens`, n, n+1, n+2, n+3)
 }
 
 // refund records tokens reported usage gave back to key, at the instant the claim folded them in: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -76,7 +77,9 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []in
 	if err != nil || len(keys) == 0 {
 		return now, err
 	}
+	used := usage{}
 	for i, t := range ts {
+		refund := int64(math.Round(throttle.Released1(t.Cost, actual[i]).Refund))
 		for _, k := range t.LimitKeys {
 			r := rows[k]
 			if r == nil { // the limit was deleted while the ticket ran
@@ -84,10 +87,20 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []in
 			}
 			r.state = r.limit.Release(r.state, now, t.Cost, actual[i])
 			r.dirty = true
+			if refund != 0 {
+				used.refund(k, now, refund)
+			}
 		}
 	}
 	if err := q.saveLimits(ctx, tx, rows); err != nil {
 		return now, err
+	}
+	// What was given back leaves the usage history too (a 429 requeued counts its request, not its
+	// tokens), under the row locks lockLimits took.
+	if len(used) > 0 {
+		if _, err := tx.Exec(ctx, q.s(usageUpsert(1)), used.args()...); err != nil {
+			return now, err
+		}
 	}
 	slices.Sort(keys)
 	return now, q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
@@ -138,7 +151,7 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		if !p.NotBefore.IsZero() {
 			notBefore = p.NotBefore
 		}
-		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'queued', admitted_at = NULL,
+		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'queued', admitted_at = NULL, wait_reason = NULL,
 			not_before = coalesce($2::timestamptz, '-infinity'), requeues = requeues + 1 WHERE id = $1`), p.TicketID, notBefore)
 		return err
 	})

@@ -133,15 +133,17 @@ func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Dura
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
 	}
-	last := now.Truncate(step)
-	first := last.Add(-window + step)
+	// Steps align on the Unix epoch, as date_bin's do (time.Truncate aligns on year 1).
+	n := int(window / step)
+	epoch := time.Unix(0, 0).UTC()
+	last := epoch.Add(now.Sub(epoch).Truncate(step))
+	first := last.Add(-time.Duration(n-1) * step)
 	rows, err := q.pool.Query(ctx, q.s(`SELECT key, date_bin($4::interval, second, 'epoch'::timestamptz), sum(requests)::bigint, sum(tokens)::bigint
 		FROM {s}.sluice_usage WHERE key = ANY($1) AND second >= $2 AND second <= $3 GROUP BY 1, 2`),
 		keys, first, now, step)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
 	}
-	n := int(window / step)
 	out := make(map[string][]UsagePoint, len(keys))
 	for _, k := range keys {
 		ps := make([]UsagePoint, n)
@@ -157,8 +159,9 @@ func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Dura
 			rows.Close()
 			return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
 		}
-		if i := int(p.At.Sub(first) / step); i >= 0 && i < n {
-			out[k][i].Requests, out[k][i].Tokens = p.Requests, p.Tokens
+		if d := p.At.Sub(first); d >= 0 && int(d/step) < n {
+			i := int(d / step)
+			out[k][i].Requests, out[k][i].Tokens = out[k][i].Requests+p.Requests, out[k][i].Tokens+p.Tokens
 		}
 	}
 	if err := rows.Err(); err != nil {

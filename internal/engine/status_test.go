@@ -56,6 +56,18 @@ func TestQueue_Status(t *testing.T) {
 	require.Equal(t, t0, last.At, "the last step holds now")
 	require.Equal(t, engine.UsagePoint{At: t0, Requests: 2, Tokens: 600}, last)
 	require.Equal(t, engine.UsagePoint{At: t0.Add(-110 * time.Second)}, series["k"][0])
+	// A step that does not divide a day still aligns on the Unix epoch, as the database bins.
+	series, _, err = q.Usage(ctx, []string{"k"}, 70*time.Second, 7*time.Second)
+	require.NoError(t, err)
+	require.Len(t, series["k"], 10)
+	at := series["k"][9].At
+	require.Zero(t, at.Unix()%7, "the step starts at a multiple of 7 s since the epoch")
+	require.False(t, at.After(t0.Add(2*time.Second)))
+	var n int64
+	for _, p := range series["k"] {
+		n += p.Requests
+	}
+	require.Equal(t, int64(2), n, "every admission in its step")
 	_, _, err = q.Usage(ctx, []string{"k"}, time.Minute, 0)
 	require.ErrorContains(t, err, "step 0s must be at least 1s")
 
@@ -85,6 +97,22 @@ func TestQueue_Status(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), st[0].RequestsLastMinute)
 	require.Equal(t, int64(200+400+300-150), st[0].TokensLastMinute, "reserved, less what usage gave back")
+
+	// A 429 requeued gives its tokens back at once (the request stays counted), and the ticket waits
+	// again without the reason it had before its admission.
+	require.NoError(t, q.Requeue(ctx, engine.RequeueParams{TicketID: res.Admitted[1].ID, ActualCost: 0}))
+	st, err = q.Status(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st[0].RequestsLastMinute)
+	require.Equal(t, int64(750-400), st[0].TokensLastMinute, "the priority 2 ticket's 400 given back")
+	require.Equal(t, int64(3), st[0].Queued)
+	ts, _, err = q.Tickets(ctx, "k", 10)
+	require.NoError(t, err)
+	for _, tk := range ts {
+		if tk.ID == res.Admitted[1].ID {
+			require.Empty(t, tk.WaitReason, "requeued: no stale reason")
+		}
+	}
 	b.clock.Add(-time.Second)
 
 	// Two minutes on, the admissions are history: the last minute is empty, the series still has them.
@@ -94,7 +122,7 @@ func TestQueue_Status(t *testing.T) {
 	require.Zero(t, st[0].RequestsLastMinute)
 	series, _, err = q.Usage(ctx, []string{"k"}, 5*time.Minute, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, engine.UsagePoint{At: t0, Requests: 3, Tokens: 750}, series["k"][17])
+	require.Equal(t, engine.UsagePoint{At: t0, Requests: 3, Tokens: 350}, series["k"][17])
 
 	// Prune keeps an hour of it.
 	b.clock.Add(engine.UsageHistory)
