@@ -253,12 +253,8 @@ func (c *claimRun) page(ctx context.Context, line string, cursor *Ticket, size i
 // decide has throttle decide on a page of line and applies its decision. It reports whether the
 // line's head waits for the line's own limit.
 func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool, error) {
-	// A ticket this claim admitted is still queued in the table until the store: a page that read it
-	// again would admit it twice. That is a bug; the claim rolls back rather than charge it twice.
-	for _, t := range page {
-		if slices.Contains(c.admittedIDs, t.ID) {
-			return false, fmt.Errorf("ticket %d of line %q read again after this claim admitted it (lines %q)", t.ID, line, c.lines)
-		}
+	if err := c.rereadAdmitted(line, page); err != nil {
+		return false, err
 	}
 	cands := make([]throttle.Candidate, len(page))
 	for i, t := range page {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/throttle"
@@ -100,4 +101,16 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// rereadAdmitted fails when page holds a ticket this claim admitted already. Such a ticket is still
+// queued in the table until the store, so a page that read it again would admit it twice: that is a
+// bug, and the claim rolls back rather than charge the ticket twice, naming where it happened.
+func (c *claimRun) rereadAdmitted(line string, page []Ticket) error {
+	for _, t := range page {
+		if slices.Contains(c.admittedIDs, t.ID) {
+			return fmt.Errorf("ticket %d of line %q read again after this claim admitted it (lines %q)", t.ID, line, c.lines)
+		}
+	}
+	return nil
 }
