@@ -2,8 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -80,15 +78,5 @@ func TestDashboard_InABrowser(t *testing.T) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	require.NotEmpty(t, png)
-	if dir := filepath.Join("..", "bin"); dirExists(dir) {
-		out := filepath.Join(dir, "artifacts", "dashboard.png")
-		require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
-		require.NoError(t, os.WriteFile(out, png, 0o644))
-		t.Logf("dashboard screenshot: %s", out)
-	}
-}
-
-func dirExists(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
+	browsertest.KeepScreenshot(t, "dashboard.png", png)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,4 +52,34 @@ func New(t testing.TB, timeout time.Duration) context.Context {
 		cancelAlloc()
 	})
 	return ctx
+}
+
+// KeepScreenshot writes png to bin/artifacts/name at the module's root when the module has a bin
+// directory (make test builds into it), so that a run leaves the page as it was seen; elsewhere it
+// does nothing.
+func KeepScreenshot(t testing.TB, name string, png []byte) {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("browsertest: %v", err)
+	}
+	for ; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			return
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "bin")); err != nil || !st.IsDir() {
+		return
+	}
+	out := filepath.Join(dir, "bin", "artifacts", name)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatalf("browsertest: %v", err)
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatalf("browsertest: %v", err)
+	}
+	t.Logf("screenshot: %s", out)
 }

@@ -89,13 +89,19 @@ type usageAt struct {
 // add records one admission at at, drawing cost tokens on each of keys.
 func (u usage) add(keys []string, at time.Time, cost int64) {
 	for _, k := range keys {
-		at := usageAt{k, at.Unix()}
-		if u[at] == nil {
-			u[at] = &[2]int64{}
-		}
-		u[at][0]++
-		u[at][1] += cost
+		r := u.row(k, at)
+		r[0]++
+		r[1] += cost
 	}
+}
+
+// row is key's sums for the second of at.
+func (u usage) row(key string, at time.Time) *[2]int64 {
+	a := usageAt{key, at.Unix()}
+	if u[a] == nil {
+		u[a] = &[2]int64{}
+	}
+	return u[a]
 }
 
 // usageUpsert adds the usage given as the statement's parameters $n to $n+3 (see usage.args) to
@@ -109,11 +115,7 @@ func usageUpsert(n int) string {
 // refund records tokens reported usage gave back to key, at the instant the claim folded them in: the
 // history counts what was spent, not only what was reserved.
 func (u usage) refund(key string, at time.Time, tokens int64) {
-	a := usageAt{key, at.Unix()}
-	if u[a] == nil {
-		u[a] = &[2]int64{}
-	}
-	u[a][1] -= tokens
+	u.row(key, at)[1] -= tokens
 }
 
 // args are claimStoreSQL's $20 to $23: keys, seconds, requests and tokens, in a stable order.

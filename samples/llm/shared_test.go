@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -86,17 +85,7 @@ func requireReportDraws(t *testing.T, path string, modes int) {
 	require.Equal(t, 1, latency)
 	require.Equal(t, 1+len(resultTable(nil)), rows, "the results table: a header and a row per figure")
 	require.NotEmpty(t, png)
-	if dir := filepath.Join("..", "..", "bin"); dirExists(dir) {
-		out := filepath.Join(dir, "artifacts", "demo-report.png")
-		require.NoError(t, os.MkdirAll(filepath.Dir(out), 0o755))
-		require.NoError(t, os.WriteFile(out, png, 0o644))
-		t.Logf("report screenshot: %s", out)
-	}
-}
-
-func dirExists(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
+	browsertest.KeepScreenshot(t, "demo-report.png", png)
 }
 
 // TestSharedFigures checks the scenario's arithmetic on hand-made figures.
