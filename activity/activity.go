@@ -21,8 +21,9 @@
 // # Outside Sluice
 //
 // Called from an activity that Sluice does not throttle (an unrouted type, a local activity, a
-// unit test), ReportUsage, ReportTokens and ReportHeaders do nothing and return ErrNotThrottled, which
-// callers may ignore; Admission reports false; RateLimited still returns a *ThrottledError, which
+// unit test), the Report functions do nothing and return ErrNotThrottled, which callers may ignore;
+// but their arguments are checked first, in or outside Sluice, so that a unit test catches a negative
+// count: such a call returns an error naming the argument and its value, never ErrNotThrottled; Admission reports false; RateLimited still returns a *ThrottledError, which
 // then fails the attempt as an ordinary retryable error, so that Temporal's retry policy applies.
 package activity
 
@@ -55,28 +56,78 @@ func (e *ThrottledError) Error() string {
 // DefaultRetryAfter is the pause when a 429 carries no usable Retry-After header.
 const DefaultRetryAfter = time.Second
 
-// ReportUsage reports the real token cost of the call, to be reconciled with the reservation when the
-// activity finishes: a call that used less frees the difference, one that used more carries debt.
-// Without a report the reservation stands as spent. The last report wins.
+// ReportUsage reports the real token cost of the call as one figure, to be reconciled with the
+// reservation when the activity finishes: a call that used less frees the difference, one that used
+// more carries debt. Without a report the reservation stands as spent. The last report (of any Report
+// function but ReportHeaders) wins. One figure counts as input tokens (throttle.Tokens): for a limit
+// with an output budget, report with ReportTokens or ReportAnthropicUsage.
 func ReportUsage(ctx context.Context, tokens int64) error {
-	r, ok := admission.From(ctx)
-	if !ok {
-		return ErrNotThrottled
-	}
 	if tokens < 0 {
 		return fmt.Errorf("sluiceactivity: ReportUsage: tokens must be >= 0, got %d", tokens)
 	}
-	r.ReportUsage(tokens)
-	return nil
+	return report(ctx, throttle.Tokens(tokens))
 }
 
-// ReportTokens reports the real usage as input and output tokens; Sluice reconciles their sum.
+// ReportTokens reports the real usage as input and output tokens, as the provider counts them toward
+// its limits: each is reconciled with its part of the reservation, and their sum with a combined
+// budget. For OpenAI, pass usage.prompt_tokens and usage.completion_tokens: cached prompt tokens are
+// among the prompt tokens, and OpenAI counts them toward TPM.
 func ReportTokens(ctx context.Context, input, output int64) error {
 	if input < 0 || output < 0 {
 		return fmt.Errorf("sluiceactivity: ReportTokens: tokens must be >= 0, got input %d, output %d", input, output)
 	}
-	return ReportUsage(ctx, input+output)
+	return report(ctx, throttle.Cost{Input: input, Output: output})
 }
+
+// AnthropicUsage is the usage of an Anthropic Messages API response, field for field (the SDK's
+// anthropic.Usage): InputTokens are the input tokens neither read from nor written to the prompt
+// cache.
+type AnthropicUsage struct {
+	InputTokens              int64
+	OutputTokens             int64
+	CacheCreationInputTokens int64
+	CacheReadInputTokens     int64
+	// CacheReadsCount is set for the models whose cache reads count toward the input tokens per
+	// minute limit (Anthropic's rate-limit documentation marks them); for the others they do not.
+	CacheReadsCount bool
+}
+
+// Counted is u as Anthropic counts it toward its limits: input tokens (ITPM) are InputTokens plus
+// CacheCreationInputTokens, plus CacheReadInputTokens only when CacheReadsCount; output tokens (OTPM)
+// are OutputTokens.
+func (u AnthropicUsage) Counted() throttle.Cost {
+	in := u.InputTokens + u.CacheCreationInputTokens
+	if u.CacheReadsCount {
+		in += u.CacheReadInputTokens
+	}
+	return throttle.Cost{Input: in, Output: u.OutputTokens}
+}
+
+// ReportAnthropicUsage reports an Anthropic response's usage, counted as Anthropic counts it toward
+// its input and output limits (AnthropicUsage.Counted).
+func ReportAnthropicUsage(ctx context.Context, u AnthropicUsage) error {
+	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheCreationInputTokens < 0 || u.CacheReadInputTokens < 0 {
+		return fmt.Errorf("sluiceactivity: ReportAnthropicUsage: token counts must be >= 0, got %+v", u)
+	}
+	return report(ctx, u.Counted())
+}
+
+// report hands a validated usage to the run, or returns ErrNotThrottled outside Sluice.
+func report(ctx context.Context, used throttle.Cost) error {
+	if used.Total() > maxReported || used.Total() < 0 { // the sum overflowed
+		return fmt.Errorf("sluiceactivity: reported usage must be at most %d tokens, got input %d, output %d", maxReported, used.Input, used.Output)
+	}
+	r, ok := admission.From(ctx)
+	if !ok {
+		return ErrNotThrottled
+	}
+	r.ReportUsage(used)
+	return nil
+}
+
+// maxReported bounds a reported usage, as a reservation is bounded (2^40 tokens), so that no
+// arithmetic on it overflows.
+const maxReported = int64(1) << 40
 
 // ReportHeaders hands Sluice the provider's response headers (OpenAI x-ratelimit-*, Anthropic
 // anthropic-ratelimit-*, Retry-After): the route's first limit learns the provider's real rates
@@ -127,8 +178,9 @@ type Info struct {
 	TicketID int64
 	// Limits are the keys the run draws on; the first is its line.
 	Limits []string
-	// ReservedCost is the token estimate reserved at admission.
+	// ReservedCost is the token estimate reserved at admission, in all; Reserved is it by dimension.
 	ReservedCost int64
+	Reserved     throttle.Cost
 	// Waited is how long the ticket waited in line, from written to admitted.
 	Waited time.Duration
 	// AdmittedAt is when the ticket was admitted, by the database's clock (read after the claim
@@ -145,6 +197,6 @@ func Admission(ctx context.Context) (Info, bool) {
 		return Info{}, false
 	}
 	f := r.Facts()
-	return Info{TicketID: f.TicketID, Limits: f.Limits, ReservedCost: f.ReservedCost,
+	return Info{TicketID: f.TicketID, Limits: f.Limits, ReservedCost: f.Reserved.Total(), Reserved: f.Reserved,
 		Waited: f.AdmittedAt.Sub(f.EnqueuedAt), AdmittedAt: f.AdmittedAt, Requeues: f.Requeues}, true
 }

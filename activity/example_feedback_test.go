@@ -26,6 +26,21 @@ func ExampleReportTokens() {
 	// sluiceactivity: ReportTokens: tokens must be >= 0, got input -1, output 350
 }
 
+// An Anthropic response's usage, counted as Anthropic counts it toward its input and output limits:
+// cache reads do not count toward input tokens per minute.
+func ExampleReportAnthropicUsage() {
+	u := sluiceactivity.AnthropicUsage{ // from message.Usage
+		InputTokens: 1_200, CacheCreationInputTokens: 300, CacheReadInputTokens: 4_000, OutputTokens: 450}
+	fmt.Printf("%+v\n", u.Counted())
+
+	err := sluiceactivity.ReportAnthropicUsage(context.Background(), u)
+	fmt.Println(errors.Is(err, sluiceactivity.ErrNotThrottled))
+
+	// Output:
+	// {Input:1500 Output:450}
+	// true
+}
+
 func ExampleReportUsage() {
 	err := sluiceactivity.ReportUsage(context.Background(), 1550) // total tokens
 	fmt.Println(err)

@@ -24,17 +24,26 @@ type Limit struct {
 	TokensPerMinute   float64 `json:"tokens_per_minute"`
 	TokenBurst        float64 `json:"token_burst"`
 	MaxInflightTokens int64   `json:"max_inflight_tokens"`
+	// The input and output budgets, for providers that meter them apart (Anthropic's ITPM, OTPM).
+	InputTokensPerMinute  float64 `json:"input_tokens_per_minute"`
+	InputTokenBurst       float64 `json:"input_token_burst"`
+	OutputTokensPerMinute float64 `json:"output_tokens_per_minute"`
+	OutputTokenBurst      float64 `json:"output_token_burst"`
 }
 
 func limitOf(l throttle.Limit) Limit {
-	return Limit{l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens}
+	return Limit{l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens,
+		l.InputTokensPerMinute, l.InputTokenBurst, l.OutputTokensPerMinute, l.OutputTokenBurst}
 }
 
-// Point is one step of a key's usage: tickets admitted and the tokens they reserved.
+// Point is one step of a key's usage: tickets admitted and the tokens they reserved, in all and by
+// dimension.
 type Point struct {
-	At       time.Time `json:"at"`
-	Requests int64     `json:"requests"`
-	Tokens   int64     `json:"tokens"`
+	At           time.Time `json:"at"`
+	Requests     int64     `json:"requests"`
+	Tokens       int64     `json:"tokens"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
 }
 
 // Key is one limit in the status: what the card of a key shows.
@@ -52,7 +61,10 @@ type Key struct {
 	HeadWaitReason     string     `json:"head_wait_reason"`
 	RequestsLastMinute int64      `json:"requests_last_minute"`
 	TokensLastMinute   int64      `json:"tokens_last_minute"`
-	Usage              []Point    `json:"usage"`
+	// The input and output parts of TokensLastMinute.
+	InputTokensLastMinute  int64   `json:"input_tokens_last_minute"`
+	OutputTokensLastMinute int64   `json:"output_tokens_last_minute"`
+	Usage                  []Point `json:"usage"`
 }
 
 // Status is GET api/status: every key, and the chart's step.
@@ -88,7 +100,8 @@ func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		k := Key{Key: s.Configured.Key, Configured: limitOf(s.Configured), Effective: limitOf(s.Effective),
 			Queued: s.Queued, Admitted: s.Admitted, Running: s.Running, InflightCount: s.State.InflightCount,
 			InflightTokens: s.State.InflightTokens, OldestWaitSeconds: s.OldestWait().Seconds(),
-			HeadWaitReason: s.HeadWaitReason, RequestsLastMinute: s.RequestsLastMinute, TokensLastMinute: s.TokensLastMinute}
+			HeadWaitReason: s.HeadWaitReason, RequestsLastMinute: s.RequestsLastMinute, TokensLastMinute: s.TokensLastMinute,
+			InputTokensLastMinute: s.InputTokensLastMinute, OutputTokensLastMinute: s.OutputTokensLastMinute}
 		if p := s.State.PausedUntil; p.After(s.Now) {
 			k.PausedUntil = &p
 		}
@@ -139,8 +152,8 @@ func (h *handler) sameOrigin(r *http.Request) error {
 }
 
 // LimitChange is POST api/limits: the key, and the fields to change (those left out are kept). A
-// changed requests_per_second or tokens_per_minute without its burst puts the burst back to its
-// default. JSON has no NaN or infinity, and a number too large for a float64 is refused.
+// changed rate (requests_per_second, tokens_per_minute, input_tokens_per_minute,
+// output_tokens_per_minute) without its burst puts the burst back to its default. JSON has no NaN or infinity, and a number too large for a float64 is refused.
 type LimitChange struct {
 	Key               string   `json:"key"`
 	MaxConcurrent     *int     `json:"max_concurrent"`
@@ -149,6 +162,11 @@ type LimitChange struct {
 	TokensPerMinute   *float64 `json:"tokens_per_minute"`
 	TokenBurst        *float64 `json:"token_burst"`
 	MaxInflightTokens *int64   `json:"max_inflight_tokens"`
+	// The input and output budgets and their bursts.
+	InputTokensPerMinute  *float64 `json:"input_tokens_per_minute"`
+	InputTokenBurst       *float64 `json:"input_token_burst"`
+	OutputTokensPerMinute *float64 `json:"output_tokens_per_minute"`
+	OutputTokenBurst      *float64 `json:"output_token_burst"`
 }
 
 func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -160,7 +178,9 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	l, err := h.q.ChangeLimit(ctx, c.Key, pgqueue.LimitChange{MaxConcurrent: c.MaxConcurrent, RequestsPerSecond: c.RequestsPerSecond,
-		Burst: c.Burst, TokensPerMinute: c.TokensPerMinute, TokenBurst: c.TokenBurst, MaxInflightTokens: c.MaxInflightTokens}, false)
+		Burst: c.Burst, TokensPerMinute: c.TokensPerMinute, TokenBurst: c.TokenBurst, MaxInflightTokens: c.MaxInflightTokens,
+		InputTokensPerMinute: c.InputTokensPerMinute, InputTokenBurst: c.InputTokenBurst,
+		OutputTokensPerMinute: c.OutputTokensPerMinute, OutputTokenBurst: c.OutputTokenBurst}, false)
 	if errors.Is(err, pgqueue.ErrInvalidLimit) {
 		h.fail(w, http.StatusBadRequest, err)
 		return

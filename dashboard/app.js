@@ -78,7 +78,11 @@
       figure("inflight_tokens", fmt(k.inflight_tokens) + (e.max_inflight_tokens ? " / " + fmt(e.max_inflight_tokens) : ""), "in-flight tokens"),
       figure("oldest_wait", dur(k.oldest_wait_s), "oldest wait"),
       figure("requests_last_minute", fmt(k.requests_last_minute) + (e.requests_per_second ? " / " + fmt(e.requests_per_second * 60) : ""), "requests, last min"),
-      figure("tokens_last_minute", fmt(k.tokens_last_minute) + (e.tokens_per_minute ? " / " + fmt(e.tokens_per_minute) : ""), "tokens, last min"),
+      figure("tokens_last_minute", fmt(k.tokens_last_minute) + (e.tokens_per_minute ? " / " + fmt(e.tokens_per_minute) : ""), "tokens, last min"));
+    // Input and output budgets (Anthropic's ITPM and OTPM) show when set.
+    if (e.input_tokens_per_minute > 0) figs.append(figure("input_tokens_last_minute", fmt(k.input_tokens_last_minute) + " / " + fmt(e.input_tokens_per_minute), "input tokens, last min"));
+    if (e.output_tokens_per_minute > 0) figs.append(figure("output_tokens_last_minute", fmt(k.output_tokens_last_minute) + " / " + fmt(e.output_tokens_per_minute), "output tokens, last min"));
+    figs.append(
       figure("head_wait_reason", k.queued > 0 ? (k.head_wait_reason || "its turn") : "–", "head waits on"),
       figure("learned", learned(k), "learned from headers"));
     c.append(figs);
@@ -86,9 +90,15 @@
     const done = k.usage.slice(0, -1);
     const req = done.map((p) => p.requests / stepS), tok = done.map((p) => p.tokens * 60 / stepS);
     if (e.tokens_per_minute > 0) c.append(chart("tokens", tok, e.tokens_per_minute, "var(--tok)", "tokens per minute"));
-    if (e.requests_per_second > 0 || !e.tokens_per_minute) c.append(chart("requests", req, e.requests_per_second, "var(--req)", "requests per second"));
+    if (e.input_tokens_per_minute > 0) c.append(chart("input_tokens", done.map((p) => p.input_tokens * 60 / stepS), e.input_tokens_per_minute, "var(--tok)", "input tokens per minute"));
+    if (e.output_tokens_per_minute > 0) c.append(chart("output_tokens", done.map((p) => p.output_tokens * 60 / stepS), e.output_tokens_per_minute, "var(--tok)", "output tokens per minute"));
+    const anyTokens = e.tokens_per_minute || e.input_tokens_per_minute || e.output_tokens_per_minute;
+    if (e.requests_per_second > 0 || !anyTokens) c.append(chart("requests", req, e.requests_per_second, "var(--req)", "requests per second"));
     return c;
   }
+
+  // LIMIT_FIELDS are the fields of a limit the steering form sets.
+  const LIMIT_FIELDS = ["max_concurrent", "requests_per_second", "tokens_per_minute", "input_tokens_per_minute", "output_tokens_per_minute"];
 
   // forms are the steering forms by key: kept across refreshes, so that what a user types, and the
   // nodes a click lands on, survive the redraw of the card around them.
@@ -100,7 +110,7 @@
       f = steer(k);
       forms.set(k.key, f);
     }
-    for (const n of ["max_concurrent", "requests_per_second", "tokens_per_minute"]) {
+    for (const n of LIMIT_FIELDS) {
       const input = f.elements[n], now = String(k.configured[n]);
       if (input.value === input.dataset.initial && document.activeElement !== input) input.value = now;
       input.dataset.initial = now;
@@ -112,6 +122,8 @@
     const c = k.configured, e = k.effective, parts = [];
     if (e.requests_per_second !== c.requests_per_second) parts.push(fmt(e.requests_per_second) + "/s");
     if (e.tokens_per_minute !== c.tokens_per_minute) parts.push(fmt(e.tokens_per_minute) + " tpm");
+    if (e.input_tokens_per_minute !== c.input_tokens_per_minute) parts.push(fmt(e.input_tokens_per_minute) + " itpm");
+    if (e.output_tokens_per_minute !== c.output_tokens_per_minute) parts.push(fmt(e.output_tokens_per_minute) + " otpm");
     return parts.length ? parts.join(", ") : "–";
   }
 
@@ -126,6 +138,8 @@
     f.append(input("max_concurrent", "max concurrent", k.configured.max_concurrent),
       input("requests_per_second", "requests/s", k.configured.requests_per_second),
       input("tokens_per_minute", "tokens/min", k.configured.tokens_per_minute),
+      input("input_tokens_per_minute", "input tokens/min", k.configured.input_tokens_per_minute),
+      input("output_tokens_per_minute", "output tokens/min", k.configured.output_tokens_per_minute),
       el("button", { type: "submit", "data-action": "set" }, "Set"),
       input("pause_seconds", "pause (s)", 60),
       el("button", { type: "button", "data-action": "pause" }, "Pause"),
@@ -144,7 +158,7 @@
     } else if (action === "set") {
       // Only the fields changed: an unchanged rate keeps its burst.
       path = "api/limits";
-      for (const n of ["max_concurrent", "requests_per_second", "tokens_per_minute"]) {
+      for (const n of LIMIT_FIELDS) {
         const input = f.elements[n];
         if (input.value === input.dataset.initial) continue;
         // An emptied or unreadable field is refused, never sent as 0 (which would lift a cap).

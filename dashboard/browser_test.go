@@ -59,6 +59,17 @@ func TestDashboard_InABrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, lim.MaxConcurrent, "the page changed the database")
 
+	// An output budget (Anthropic's OTPM) set from the form gets its figure and its chart.
+	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(form+`input[name="output_tokens_per_minute"]`, "6000"),
+		chromedp.Click(form+`button[data-action="set"]`)))
+	waitFor(t, ctx, "the output tokens chart", `document.querySelector('section.card[data-key="openai"] svg.chart.output_tokens line.limit') !== null`)
+	waitFor(t, ctx, "the output tokens figure", field("openai", "output_tokens_last_minute")+` !== undefined`)
+	lim, err = l.q.Limit(context.Background(), "openai")
+	require.NoError(t, err)
+	require.Equal(t, 6000.0, lim.OutputTokensPerMinute)
+	require.Equal(t, 6000.0, lim.OutputTokenBurst, "a new rate gets its default burst")
+	require.Equal(t, 1, lim.MaxConcurrent, "an unchanged field is not sent")
+
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(form+`button[data-action="pause"]`)))
 	waitFor(t, ctx, "the pause", field("openai", "state")+`.startsWith("paused")`)
 	st, err := l.q.Status(context.Background(), "openai")

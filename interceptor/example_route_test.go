@@ -88,6 +88,40 @@ func ExampleRoute_cost() {
 	// summarize: argument is a string, not a Document
 }
 
+// Question is what the AskClaude activity of these examples takes: the starter counted the prompt's
+// input tokens once (Anthropic's count_tokens endpoint, client.Messages.CountTokens), so the
+// estimate is exact.
+type Question struct {
+	Prompt      string
+	InputTokens int64
+	MaxTokens   int64
+}
+
+// A route's Tokens estimates a call by dimension, for a limit with input and output budgets
+// (Anthropic's ITPM and OTPM): the prompt's input tokens, and max_tokens as output, reserved in full
+// and given back as sluiceactivity.ReportAnthropicUsage reports what the call did not use.
+func ExampleRoute_tokens() {
+	limit := throttle.Limit{Key: "anthropic", RequestsPerSecond: 50, InputTokensPerMinute: 400_000, OutputTokensPerMinute: 80_000}
+	route := sluiceinterceptor.Route{
+		Limits: []string{limit.Key},
+		Tokens: func(args []any) (throttle.Cost, error) {
+			q, ok := args[0].(Question)
+			if !ok {
+				return throttle.Cost{}, fmt.Errorf("ask: argument is a %T, not a Question", args[0])
+			}
+			return throttle.Cost{Input: q.InputTokens, Output: q.MaxTokens}, nil
+		},
+	}
+
+	cost, err := route.Tokens([]any{Question{Prompt: "...", InputTokens: 1_850, MaxTokens: 1_024}})
+	fmt.Printf("%+v %v\n", cost, err)
+	fmt.Println(limit.Validate())
+
+	// Output:
+	// {Input:1850 Output:1024} <nil>
+	// <nil>
+}
+
 // Email is what the SendEmail activity of these examples takes.
 type Email struct {
 	Tenant, To, Subject string

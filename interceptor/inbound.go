@@ -100,7 +100,7 @@ func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo,
 		return engine.EnqueueParams{}, err // the database: Temporal retries
 	}
 	ep := engine.EnqueueParams{
-		LimitKeys: keys, Cost: cost, Priority: cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority),
+		LimitKeys: keys, Cost: cost.Total(), OutputCost: cost.Output, Priority: cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority),
 		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
 		ActivityType: name, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
 	}

@@ -36,6 +36,13 @@ const (
 // or an out-of-range cost fails the activity attempt with a non-retryable error naming the route.
 type CostFunc func(args []any) (int64, error)
 
+// TokensFunc estimates the tokens of one activity call by dimension, from its decoded arguments: the
+// input tokens of the prompt, and the output tokens the call may produce (its max_tokens, reserved in
+// full and reconciled from the reported usage). Each part must be in [0, pgqueue.MaxCost], and so must
+// their sum; an error or an out-of-range figure fails the attempt with a non-retryable error naming
+// the route. It runs in the interceptor, before the ticket is written.
+type TokensFunc func(args []any) (throttle.Cost, error)
+
 // KeyFunc derives a string (a fairness key, an extra limit key) from the activity's decoded arguments
 // and info.
 type KeyFunc func(info ActivityInfo, args []any) string
@@ -52,8 +59,13 @@ type ActivityInfo struct {
 type Route struct {
 	// Limits are the keys of the limits the activity draws on; the first is its line. Required.
 	Limits []string
-	// Cost estimates the tokens a call reserves. Nil means 0 (a limit on requests or concurrency only).
+	// Cost estimates the tokens a call reserves, as one figure: input tokens (throttle.Tokens). Nil
+	// means 0 (a limit on requests or concurrency only). A limit with a combined budget alone
+	// (OpenAI's TPM) needs no more; for one with an output budget (Anthropic's OTPM) use Tokens.
 	Cost CostFunc
+	// Tokens estimates the tokens a call reserves by dimension, input and output: what a limit with
+	// input and output budgets needs. Set Cost or Tokens, not both.
+	Tokens TokensFunc
 	// Priority orders tickets within a line, lower first. Zero means the activity's Temporal
 	// PriorityKey when it has one, else 3, Temporal's default.
 	Priority int
@@ -169,6 +181,9 @@ func (o Options) validate() error {
 		}
 		if len(r.Limits) == 0 {
 			return fmt.Errorf("sluice: Options.Routes[%q].Limits must name at least one limit", name)
+		}
+		if r.Cost != nil && r.Tokens != nil {
+			return fmt.Errorf("sluice: Options.Routes[%q] sets both Cost and Tokens: set one", name)
 		}
 		seen := map[string]bool{}
 		for _, k := range r.Limits {

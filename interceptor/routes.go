@@ -9,23 +9,35 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// routeCost runs the route's cost function, turning a panic or an out-of-range value into an error
-// that names the route and the value.
-func routeCost(name string, r Route, args []any) (cost int64, err error) {
-	if r.Cost == nil {
-		return 0, nil
-	}
+// routeCost runs the route's cost function (Cost or Tokens), turning a panic or an out-of-range value
+// into an error that names the route and the value.
+func routeCost(name string, r Route, args []any) (cost throttle.Cost, err error) {
+	field := "Cost"
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("sluice: Routes[%q].Cost panicked: %v", name, p)
+			err = fmt.Errorf("sluice: Routes[%q].%s panicked: %v", name, field, p)
 		}
 	}()
-	cost, err = r.Cost(args)
-	if err != nil {
-		return 0, fmt.Errorf("sluice: Routes[%q].Cost: %w", name, err)
+	switch {
+	case r.Cost != nil:
+		var n int64
+		n, err = r.Cost(args)
+		cost = throttle.Tokens(n)
+	case r.Tokens != nil:
+		field = "Tokens"
+		cost, err = r.Tokens(args)
+	default:
+		return throttle.Cost{}, nil
 	}
-	if cost < 0 || cost > pgqueue.MaxCost {
-		return 0, fmt.Errorf("sluice: Routes[%q].Cost must return a value in [0, %d], got %d", name, pgqueue.MaxCost, cost)
+	if err != nil {
+		return throttle.Cost{}, fmt.Errorf("sluice: Routes[%q].%s: %w", name, field, err)
+	}
+	switch {
+	case field == "Cost" && (cost.Input < 0 || cost.Input > pgqueue.MaxCost):
+		return throttle.Cost{}, fmt.Errorf("sluice: Routes[%q].Cost must return a value in [0, %d], got %d", name, pgqueue.MaxCost, cost.Input)
+	case cost.Input < 0 || cost.Output < 0 || cost.Input > pgqueue.MaxCost || cost.Output > pgqueue.MaxCost-cost.Input:
+		return throttle.Cost{}, fmt.Errorf("sluice: Routes[%q].Tokens must return input and output >= 0, at most %d in all, got input %d, output %d",
+			name, pgqueue.MaxCost, cost.Input, cost.Output)
 	}
 	return cost, nil
 }

@@ -43,6 +43,7 @@ func ExampleMigrations() {
 	// 003 release_ledger
 	// 004 narrow_ticket_indexes
 	// 005 usage
+	// 006 token_dimensions
 }
 
 func ExampleValidateSchema() {

@@ -23,12 +23,15 @@ type KeyStatus struct {
 	// millions every refresh would cost the database too much); zero when none waits.
 	OldestQueued time.Time
 	// HeadWaitReason is why the ticket at the head of the line last waited: "concurrency", "rate",
-	// "tokens", "inflight_tokens" or "paused"; empty when none waits or no claim has looked at it yet.
+	// "tokens", "input_tokens", "output_tokens", "inflight_tokens" or "paused"; empty when none waits
+	// or no claim has looked at it yet.
 	HeadWaitReason string
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
 	// tickets, and the tokens they reserved less what reported usage gave back (counted when the next
 	// claim on the key folds the completion in).
 	RequestsLastMinute, TokensLastMinute int64
+	// InputTokensLastMinute and OutputTokensLastMinute are TokensLastMinute's input and output parts.
+	InputTokensLastMinute, OutputTokensLastMinute int64
 	// Now is the database's clock when the status was read.
 	Now time.Time
 }
@@ -114,6 +117,11 @@ type LimitChange struct {
 	TokensPerMinute   *float64
 	TokenBurst        *float64
 	MaxInflightTokens *int64
+	// The input and output budgets (Anthropic's ITPM and OTPM) and their bursts.
+	InputTokensPerMinute  *float64
+	InputTokenBurst       *float64
+	OutputTokensPerMinute *float64
+	OutputTokenBurst      *float64
 }
 
 // Apply returns l with c's fields set.
@@ -131,17 +139,18 @@ func (c LimitChange) Apply(l throttle.Limit) throttle.Limit {
 	if c.MaxInflightTokens != nil {
 		l.MaxInflightTokens = *c.MaxInflightTokens
 	}
-	if set(&l.RequestsPerSecond, c.RequestsPerSecond) {
-		l.Burst = 0
-	}
-	if set(&l.TokensPerMinute, c.TokensPerMinute) {
-		l.TokenBurst = 0
-	}
-	if c.Burst != nil {
-		l.Burst = *c.Burst
-	}
-	if c.TokenBurst != nil {
-		l.TokenBurst = *c.TokenBurst
+	for _, r := range []struct {
+		rate, burst       *float64
+		newRate, newBurst *float64
+	}{{&l.RequestsPerSecond, &l.Burst, c.RequestsPerSecond, c.Burst}, {&l.TokensPerMinute, &l.TokenBurst, c.TokensPerMinute, c.TokenBurst},
+		{&l.InputTokensPerMinute, &l.InputTokenBurst, c.InputTokensPerMinute, c.InputTokenBurst},
+		{&l.OutputTokensPerMinute, &l.OutputTokenBurst, c.OutputTokensPerMinute, c.OutputTokenBurst}} {
+		if set(r.rate, r.newRate) {
+			*r.burst = 0
+		}
+		if r.newBurst != nil {
+			*r.burst = *r.newBurst
+		}
 	}
 	return l
 }

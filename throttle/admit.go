@@ -4,12 +4,15 @@ import (
 	"time"
 )
 
-// State is what Sluice keeps for one limit between admissions: its two buckets, the figures of the
-// tickets it has admitted that have not finished, and a pause ordered by the provider (a 429). The zero
-// State is an idle limit with full buckets. A State is a value: the functions below return a new one.
+// State is what Sluice keeps for one limit between admissions: its buckets (requests, and tokens
+// combined, input and output), the figures of the tickets it has admitted that have not finished, and
+// a pause ordered by the provider (a 429). The zero State is an idle limit with full buckets. A State
+// is a value: the functions below return a new one.
 type State struct {
 	Requests       Bucket
 	Tokens         Bucket
+	InputTokens    Bucket
+	OutputTokens   Bucket
 	InflightCount  int
 	InflightTokens int64
 	PausedUntil    time.Time
@@ -26,9 +29,27 @@ const (
 	ReasonInflightTokens               // MaxInflightTokens are reserved by running tickets
 	ReasonRate                         // the RequestsPerSecond bucket is empty
 	ReasonTokens                       // the TokensPerMinute bucket has too little
+	ReasonInputTokens                  // the InputTokensPerMinute bucket has too little
+	ReasonOutputTokens                 // the OutputTokensPerMinute bucket has too little
 )
 
-var reasonNames = [...]string{"none", "paused", "concurrency", "inflight_tokens", "rate", "tokens"}
+var reasonNames = [...]string{"none", "paused", "concurrency", "inflight_tokens", "rate", "tokens", "input_tokens", "output_tokens"}
+
+// ParseReason returns the Reason whose String is name, and false for any other name.
+func ParseReason(name string) (Reason, bool) {
+	for i, n := range reasonNames {
+		if n == name {
+			return Reason(i), true
+		}
+	}
+	return ReasonNone, false
+}
+
+// IsTokens reports whether r is a wait for a token budget (combined, input or output): room that a
+// finished ticket's refund can make.
+func (r Reason) IsTokens() bool {
+	return r == ReasonTokens || r == ReasonInputTokens || r == ReasonOutputTokens
+}
 
 // String returns the reason's snake_case name, as used in metrics and span attributes.
 func (r Reason) String() string {
@@ -50,8 +71,33 @@ type Decision struct {
 // OK reports whether the ticket can be admitted.
 func (d Decision) OK() bool { return d.Reason == ReasonNone }
 
-// tokensPerSecond is the token refill rate.
-func (l Limit) tokensPerSecond() float64 { return l.TokensPerMinute / 60 }
+// tokenBudget is one of a limit's token budgets, as Check, Admit and Release apply it.
+type tokenBudget struct {
+	perMinute, burst float64
+	bucket           *Bucket
+	reason           Reason
+}
+
+// budgets are l's token budgets on s's buckets: combined, input, output, in the order Check tests
+// them. A budget whose perMinute is zero is not set.
+func (l Limit) budgets(s *State) [3]tokenBudget {
+	return [3]tokenBudget{
+		{l.TokensPerMinute, l.TokenBurst, &s.Tokens, ReasonTokens},
+		{l.InputTokensPerMinute, l.InputTokenBurst, &s.InputTokens, ReasonInputTokens},
+		{l.OutputTokensPerMinute, l.OutputTokenBurst, &s.OutputTokens, ReasonOutputTokens},
+	}
+}
+
+// of is the part of c a budget draws on: the total for the combined one, else its dimension.
+func (b tokenBudget) of(c Cost) int64 {
+	switch b.reason {
+	case ReasonInputTokens:
+		return c.Input
+	case ReasonOutputTokens:
+		return c.Output
+	}
+	return c.Total()
+}
 
 // Refill returns s with both buckets brought to now under l's rates (Bucket.Refill): the rates in
 // force, so that a bucket's level is settled before the rates change (Observe learns lower ones). A
@@ -61,20 +107,28 @@ func (l Limit) Refill(s State, now time.Time) State {
 	if l.RequestsPerSecond > 0 {
 		s.Requests = s.Requests.Refill(now, l.RequestsPerSecond, l.Burst)
 	}
-	if l.TokensPerMinute > 0 {
-		s.Tokens = s.Tokens.Refill(now, l.tokensPerSecond(), l.TokenBurst)
+	for _, b := range l.budgets(&s) {
+		if b.perMinute > 0 {
+			*b.bucket = b.bucket.Refill(now, b.perMinute/60, b.burst)
+		}
 	}
 	return s
 }
 
-// Check reports whether one ticket reserving cost tokens can be admitted under l (with its defaults
-// filled in) at now, and if not, why and when to look again. Every kind of limit l sets must have room:
-// the tightest wins. A ticket larger than a burst or than MaxInflightTokens is admitted once the bucket
-// is full or nothing is in flight, so it is never starved.
+// Check reports whether one ticket reserving cost tokens, given as one figure (Tokens(cost)), can be
+// admitted under l at now: CheckCost with the cost as input.
 func (l Limit) Check(s State, now time.Time, cost int64) Decision {
-	if cost < 0 {
-		cost = 0
-	}
+	return l.CheckCost(s, now, Tokens(cost))
+}
+
+// CheckCost reports whether one ticket reserving c can be admitted under l (with its defaults filled
+// in) at now, and if not, why and when to look again. Every kind of limit l sets must have room, each
+// token budget for its part of c (combined: the total; input; output): the tightest wins. A ticket
+// larger than a burst or than MaxInflightTokens is admitted once the bucket is full or nothing is in
+// flight, so it is never starved. A negative part of c counts as 0.
+func (l Limit) CheckCost(s State, now time.Time, c Cost) Decision {
+	c = c.nonNegative()
+	cost := c.Total()
 	if now.Before(s.PausedUntil) {
 		return Decision{Reason: ReasonPaused, RetryAt: s.PausedUntil}
 	}
@@ -87,37 +141,47 @@ func (l Limit) Check(s State, now time.Time, cost int64) Decision {
 	}
 	s = l.Refill(s, now)
 	d := Decision{Reason: ReasonNone, RetryAt: now}
-	// Both buckets must allow the ticket: the reason is the first that does not, the retry instant
-	// the latest at which both will.
-	if l.RequestsPerSecond > 0 && !s.Requests.Allows(1, l.Burst) {
-		d = Decision{Reason: ReasonRate, RetryAt: s.Requests.ReadyAt(1, l.RequestsPerSecond, l.Burst)}
-	}
-	if l.TokensPerMinute > 0 && !s.Tokens.Allows(float64(cost), l.TokenBurst) {
-		at := s.Tokens.ReadyAt(float64(cost), l.tokensPerSecond(), l.TokenBurst)
+	// Every bucket must allow the ticket: the reason is the first that does not, the retry instant
+	// the latest at which all will.
+	refuse := func(r Reason, at time.Time) {
 		if d.OK() {
-			d = Decision{Reason: ReasonTokens, RetryAt: at}
+			d = Decision{Reason: r, RetryAt: at}
 		} else if at.After(d.RetryAt) {
 			d.RetryAt = at
+		}
+	}
+	if l.RequestsPerSecond > 0 && !s.Requests.Allows(1, l.Burst) {
+		refuse(ReasonRate, s.Requests.ReadyAt(1, l.RequestsPerSecond, l.Burst))
+	}
+	for _, b := range l.budgets(&s) {
+		if n := float64(b.of(c)); b.perMinute > 0 && !b.bucket.Allows(n, b.burst) {
+			refuse(b.reason, b.bucket.ReadyAt(n, b.perMinute/60, b.burst))
 		}
 	}
 	return d
 }
 
-// Admit returns s after admitting one ticket reserving cost tokens at now. It does not check: call
-// Check first.
+// Admit returns s after admitting one ticket reserving cost tokens, given as one figure, at now:
+// AdmitCost with the cost as input.
 func (l Limit) Admit(s State, now time.Time, cost int64) State {
-	if cost < 0 {
-		cost = 0
-	}
+	return l.AdmitCost(s, now, Tokens(cost))
+}
+
+// AdmitCost returns s after admitting one ticket reserving c at now: each token budget l sets is
+// drawn on for its part of c. It does not check: call CheckCost first.
+func (l Limit) AdmitCost(s State, now time.Time, c Cost) State {
+	c = c.nonNegative()
 	s = l.Refill(s, now)
 	if l.RequestsPerSecond > 0 {
 		s.Requests = s.Requests.Take(1)
 	}
-	if l.TokensPerMinute > 0 {
-		s.Tokens = s.Tokens.Take(float64(cost))
+	for _, b := range l.budgets(&s) {
+		if b.perMinute > 0 {
+			*b.bucket = b.bucket.Take(float64(b.of(c)))
+		}
 	}
 	s.InflightCount++
-	s.InflightTokens += cost
+	s.InflightTokens += c.Total()
 	return s
 }
 
@@ -130,38 +194,58 @@ func (l Limit) Release(s State, now time.Time, reserved, actual int64) State {
 }
 
 // Released is what finished tickets give back to a limit, summed over them: how many they were, the
-// tokens they had reserved, and Refund, the unused part of the reservations whose usage was reported
-// (negative for usage above them). Sums of Released add up: Add.
+// tokens they had reserved (in all), and the refunds of the reservations whose usage was reported:
+// the unused part of each (negative for usage above it), in all (Refund) and the part of that of
+// output tokens (RefundOutput; the rest, Refund - RefundOutput, is of input tokens). Sums of Released
+// add up: Add.
 type Released struct {
-	Count    int
-	Reserved int64
-	Refund   float64
+	Count        int
+	Reserved     int64
+	Refund       float64
+	RefundOutput float64
 }
 
 // Released1 is what one ticket gives back: reserved tokens (negative counts as 0), of which the
-// activity reported actual (negative: not reported, the reservation stands as spent).
+// activity reported actual (negative: not reported, the reservation stands as spent), both given as
+// one figure, of input tokens.
 func Released1(reserved, actual int64) Released {
-	reserved = max(0, reserved)
-	r := Released{Count: 1, Reserved: reserved}
-	if actual >= 0 {
-		r.Refund = float64(reserved - actual)
+	if actual < 0 {
+		return ReleasedCost(Tokens(reserved), Cost{}, false)
+	}
+	return ReleasedCost(Tokens(reserved), Tokens(actual), true)
+}
+
+// ReleasedCost is what one ticket gives back: its reservation, and, when reported, what the call
+// actually used. Negative parts count as 0. Without a report the reservation stands as spent.
+func ReleasedCost(reserved, actual Cost, reported bool) Released {
+	reserved = reserved.nonNegative()
+	r := Released{Count: 1, Reserved: reserved.Total()}
+	if reported {
+		actual = actual.nonNegative()
+		r.Refund = float64(reserved.Total() - actual.Total())
+		r.RefundOutput = float64(reserved.Output - actual.Output)
 	}
 	return r
 }
 
 // Add returns the sum of r and o.
 func (r Released) Add(o Released) Released {
-	return Released{Count: r.Count + o.Count, Reserved: r.Reserved + o.Reserved, Refund: r.Refund + o.Refund}
+	return Released{Count: r.Count + o.Count, Reserved: r.Reserved + o.Reserved, Refund: r.Refund + o.Refund,
+		RefundOutput: r.RefundOutput + o.RefundOutput}
 }
 
 // ReleaseMany returns s after the tickets summed in r finished, applied at now: the in-flight figures
-// drop by theirs, and the token bucket is refilled to now and given r.Refund (at most up to its
-// burst). That is the tickets released one by one, the debts first: only where the burst cuts a
+// drop by theirs, and the token buckets are refilled to now and given their refunds (the combined
+// bucket Refund, the input one Refund - RefundOutput, the output one RefundOutput), each at most up to
+// its burst. That is the tickets released one by one, the debts first: only where a burst cuts a
 // refund off can an order of release matter.
 func (l Limit) ReleaseMany(s State, now time.Time, r Released) State {
 	s = l.Refill(s, now)
-	if l.TokensPerMinute > 0 && r.Refund != 0 {
-		s.Tokens = s.Tokens.Give(r.Refund, l.TokenBurst)
+	refunds := [3]float64{r.Refund, r.Refund - r.RefundOutput, r.RefundOutput}
+	for i, b := range l.budgets(&s) {
+		if b.perMinute > 0 && refunds[i] != 0 {
+			*b.bucket = b.bucket.Give(refunds[i], b.burst)
+		}
 	}
 	s.InflightCount = max(0, s.InflightCount-r.Count)
 	s.InflightTokens = max(0, s.InflightTokens-r.Reserved)

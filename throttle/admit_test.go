@@ -45,8 +45,10 @@ func TestReason_String(t *testing.T) {
 		{throttle.ReasonInflightTokens, "inflight_tokens"},
 		{throttle.ReasonRate, "rate"},
 		{throttle.ReasonTokens, "tokens"},
+		{throttle.ReasonInputTokens, "input_tokens"},
+		{throttle.ReasonOutputTokens, "output_tokens"},
 		{throttle.Reason(-1), "unknown"},
-		{throttle.Reason(6), "unknown"},
+		{throttle.Reason(8), "unknown"},
 		{throttle.Reason(1 << 30), "unknown"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

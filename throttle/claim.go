@@ -14,8 +14,11 @@ type Candidate struct {
 	// LimitKeys are the limits the ticket draws on, its line's among them, in the order they are
 	// checked. It is admitted only when every one has room.
 	LimitKeys []string
-	// Cost is the reservation, in tokens, that admission takes from every limit.
+	// Cost is the reservation, in tokens in all, that admission takes from every limit.
 	Cost int64
+	// OutputCost is the part of Cost reserved for output tokens; the rest is input (see Cost, the
+	// type). Zero for a cost given as one figure.
+	OutputCost int64
 	// VStart is the ticket's fair-share start tag (Place.Start): admitting it moves its line's virtual
 	// time up to it.
 	VStart float64
@@ -233,7 +236,7 @@ func (d *ClaimDecision) lock(lock LockFunc, keys []string, held map[string]Limit
 func check(held map[string]LimitState, c Candidate, now time.Time) (string, Decision) {
 	for _, k := range c.LimitKeys {
 		ls := held[k]
-		if d := ls.Limit.Check(ls.State, now, c.Cost); !d.OK() {
+		if d := ls.Limit.CheckCost(ls.State, now, c.split()); !d.OK() {
 			return k, d
 		}
 	}
@@ -247,10 +250,13 @@ func (d *ClaimDecision) admit(held map[string]LimitState, c Candidate) {
 	}
 	for _, k := range c.LimitKeys {
 		ls := held[k]
-		ls.State = ls.Limit.Admit(ls.State, d.Now, c.Cost)
+		ls.State = ls.Limit.AdmitCost(ls.State, d.Now, c.split())
 		held[k] = ls
 		d.States[k] = ls.State
 	}
 	d.VTime = max(d.VTime, c.VStart)
 	d.Admitted = append(d.Admitted, Admission{ID: c.ID, At: d.Now})
 }
+
+// split is c's reservation by dimension.
+func (c Candidate) split() Cost { return Cost{Input: c.Cost - c.OutputCost, Output: c.OutputCost} }

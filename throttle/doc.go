@@ -6,7 +6,18 @@
 // # Limits
 //
 // A [Limit] names a quota and sets any of MaxConcurrent, RequestsPerSecond (with Burst), TokensPerMinute
-// (with TokenBurst) and MaxInflightTokens. [Limit.Validate] names the field and value of any mistake.
+// (with TokenBurst), InputTokensPerMinute and OutputTokensPerMinute (with theirs) and
+// MaxInflightTokens. [Limit.Validate] names the field and value of any mistake.
+//
+// # Token dimensions
+//
+// Providers meter tokens differently: OpenAI has one combined budget (TPM), Anthropic separate input
+// and output budgets (ITPM and OTPM). A [Cost] gives a ticket's tokens by dimension, Input and
+// Output; TokensPerMinute draws on their sum, InputTokensPerMinute on Input, OutputTokensPerMinute on
+// Output, and a limit may set any of the three (the tightest wins). A cost given as one figure
+// ([Tokens], [Limit.Check], [Released1]) is input, so a single-budget limit behaves exactly as it did
+// before the dimensions existed. The output part is reserved in full (a call's max_tokens) and
+// reconciled, dimension by dimension, from the usage the call reports ([ReleasedCost]).
 //
 // # Admission
 //
@@ -21,6 +32,16 @@
 //	}
 //	// ... later, the call reported 800 tokens used: 400 go back to the bucket.
 //	s = l.Release(s, later, 1200, 800)
+//
+// With input and output budgets, CheckCost and AdmitCost take a Cost, and ReleaseMany a
+// ReleasedCost:
+//
+//	l := throttle.Limit{Key: "anthropic", InputTokensPerMinute: 400_000, OutputTokensPerMinute: 80_000}.WithDefaults()
+//	reserved := throttle.Cost{Input: 1850, Output: 1024} // the prompt, and max_tokens
+//	if d := l.CheckCost(s, now, reserved); d.OK() {
+//		s = l.AdmitCost(s, now, reserved)
+//	}
+//	s = l.ReleaseMany(s, later, throttle.ReleasedCost(reserved, throttle.Cost{Input: 1850, Output: 310}, true))
 //
 // # Claims
 //

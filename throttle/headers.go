@@ -30,8 +30,19 @@ type RateLimitInfo struct {
 	// HasRequestsRemaining and HasTokensRemaining report that the remaining figure was present:
 	// remaining may legitimately be 0.
 	HasRequestsRemaining, HasTokensRemaining bool
+	// InputTokens and OutputTokens are the input and output token budgets of a provider that meters
+	// them apart (Anthropic's anthropic-ratelimit-input-tokens-* and -output-tokens-*), per minute.
+	InputTokens, OutputTokens TokenWindow
 	// RetryAfter is from retry-after-ms (preferred), Retry-After seconds, or a Retry-After HTTP date.
 	RetryAfter time.Time
+}
+
+// TokenWindow is one token budget as a provider's headers report it. Zero fields were absent or
+// unusable; HasRemaining reports that Remaining was present (it may legitimately be 0).
+type TokenWindow struct {
+	Limit, Remaining float64
+	HasRemaining     bool
+	Reset            time.Time
 }
 
 // ParseRetryAfter reads the wait a response orders from h, as an instant: retry-after-ms (milliseconds,
@@ -67,7 +78,8 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Time, bool) {
 // none of the plain anthropic tokens headers is usable, anthropic-ratelimit-input-tokens-*: the input
 // budget stands in for the token budget, which is conservative for a budget that counts input and
 // output together. The three figures of one kind always come from the same header family.
-// anthropic-ratelimit-output-tokens-* are not used: RateLimitInfo has one token budget.
+// InputTokens and OutputTokens are read from anthropic-ratelimit-input-tokens-* and
+// anthropic-ratelimit-output-tokens-*.
 //
 // Numbers must be plain non-negative decimals (an exponent is allowed); negative, "NaN", "Inf", hex
 // or otherwise malformed numbers are ignored, and so is a limit or remaining figure too large for a
@@ -90,58 +102,12 @@ func ParseRateLimitHeaders(h http.Header, now time.Time) RateLimitInfo {
 		[3]string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"},
 	)
 	info.TokensLimit, info.TokensRemaining, info.HasTokensRemaining, info.TokensReset = tok.limit, tok.remaining, tok.hasRemaining, tok.reset
+	in := firstWindow(h, now, [3]string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"})
+	out := firstWindow(h, now, [3]string{"anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"})
+	info.InputTokens = TokenWindow{Limit: in.limit, Remaining: in.remaining, HasRemaining: in.hasRemaining, Reset: in.reset}
+	info.OutputTokens = TokenWindow{Limit: out.limit, Remaining: out.remaining, HasRemaining: out.hasRemaining, Reset: out.reset}
 	info.RetryAfter, _ = ParseRetryAfter(h, now)
 	return info
-}
-
-// Observe applies what a provider's headers say (info, as of now) to a limit and its state, and
-// returns the effective limit, which admission (Check, Admit, Release) should use until the next
-// Observe, and the new state. l is the limit as configured: the ceiling. Its defaults are filled in
-// (WithDefaults) first, and the effective limit is never above it.
-//
-//   - The provider's real limit is learned when lower than the configured one: TokensPerMinute
-//     becomes info.TokensLimit and TokenBurst at most that; RequestsPerSecond becomes
-//     info.RequestsLimit/60 (the requests limit is taken as per minute, so an OpenAI per-day figure
-//     only ever keeps the configured rate) and Burst at most max(1, RequestsLimit/60). A burst stays
-//     >= 1. A provider limit below 1 is ignored. A kind of limit l does not set stays unset: headers
-//     never add a kind of limit nor raise one. The effective limit depends on info alone, not on what
-//     an earlier Observe learned: info without limit figures gives back the configured limit.
-//   - Nothing is admitted past what the provider says remains: the buckets are refilled to now under
-//     the effective limit, then a bucket whose remaining figure is present is lowered to it. Recovery
-//     then follows the effective refill rate rather than jumping to full at the provider's reset
-//     (TokensReset and RequestsReset are not used), so between now and the reset the bucket may
-//     refill up to rate*(reset-now) more than the provider said remained; the next response's
-//     headers correct that.
-//   - A RetryAfter after now pauses the key until then (State.Pause; an existing later pause stands),
-//     at most MaxRetryAfter ahead.
-//
-// Observe accepts any info, not only ParseRateLimitHeaders' output: a negative, NaN or infinite
-// figure is ignored.
-func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State) {
-	l = l.WithDefaults()
-	eff := l
-	if l.TokensPerMinute > 0 && usableLimit(info.TokensLimit) && info.TokensLimit < l.TokensPerMinute {
-		eff.TokensPerMinute = info.TokensLimit
-		eff.TokenBurst = math.Min(l.TokenBurst, math.Max(1, info.TokensLimit))
-	}
-	if l.RequestsPerSecond > 0 && usableLimit(info.RequestsLimit) && info.RequestsLimit/60 < l.RequestsPerSecond {
-		perSecond := info.RequestsLimit / 60
-		eff.RequestsPerSecond = perSecond
-		eff.Burst = math.Min(l.Burst, math.Max(1, perSecond))
-	}
-
-	s = eff.Refill(s, now)
-	if eff.TokensPerMinute > 0 && info.HasTokensRemaining && finiteNonNeg(info.TokensRemaining) {
-		s.Tokens.Level = math.Min(s.Tokens.Level, info.TokensRemaining)
-	}
-	if eff.RequestsPerSecond > 0 && info.HasRequestsRemaining && finiteNonNeg(info.RequestsRemaining) {
-		s.Requests.Level = math.Min(s.Requests.Level, info.RequestsRemaining)
-	}
-
-	if info.RetryAfter.After(now) {
-		s = s.Pause(clampInstant(info.RetryAfter, now, MaxRetryAfter))
-	}
-	return eff, s
 }
 
 // window is one kind of limit as one family of headers reports it.

@@ -16,6 +16,10 @@ func EffectiveLimit(configured, learned Limit) Limit {
 	lower(&l.Burst, learned.Burst)
 	lower(&l.TokensPerMinute, learned.TokensPerMinute)
 	lower(&l.TokenBurst, learned.TokenBurst)
+	lower(&l.InputTokensPerMinute, learned.InputTokensPerMinute)
+	lower(&l.InputTokenBurst, learned.InputTokenBurst)
+	lower(&l.OutputTokensPerMinute, learned.OutputTokensPerMinute)
+	lower(&l.OutputTokenBurst, learned.OutputTokenBurst)
 	return l
 }
 
@@ -37,5 +41,10 @@ func LearnedLimit(configured, effective Limit) Limit {
 		Burst:             below(effective.Burst, configured.Burst),
 		TokensPerMinute:   below(effective.TokensPerMinute, configured.TokensPerMinute),
 		TokenBurst:        below(effective.TokenBurst, configured.TokenBurst),
+
+		InputTokensPerMinute:  below(effective.InputTokensPerMinute, configured.InputTokensPerMinute),
+		InputTokenBurst:       below(effective.InputTokenBurst, configured.InputTokenBurst),
+		OutputTokensPerMinute: below(effective.OutputTokensPerMinute, configured.OutputTokensPerMinute),
+		OutputTokenBurst:      below(effective.OutputTokenBurst, configured.OutputTokenBurst),
 	}
 }

@@ -33,6 +33,18 @@ type Limit struct {
 	TokenBurst float64
 	// MaxInflightTokens caps the sum of the tokens reserved by running tickets. Zero means no cap.
 	MaxInflightTokens int64
+	// InputTokensPerMinute is the budget of input tokens (Anthropic's ITPM), refilled continuously,
+	// drawn on by a ticket's Cost.Input. Zero means no input budget.
+	InputTokensPerMinute float64
+	// InputTokenBurst is how many input tokens may be spent at once after an idle spell. Requires
+	// InputTokensPerMinute. Defaults to max(1, InputTokensPerMinute).
+	InputTokenBurst float64
+	// OutputTokensPerMinute is the budget of output tokens (Anthropic's OTPM), refilled continuously,
+	// drawn on by a ticket's Cost.Output. Zero means no output budget.
+	OutputTokensPerMinute float64
+	// OutputTokenBurst is how many output tokens may be spent at once after an idle spell. Requires
+	// OutputTokensPerMinute. Defaults to max(1, OutputTokensPerMinute).
+	OutputTokenBurst float64
 }
 
 // WithDefaults returns l with its zero-valued bursts filled in. It does not validate.
@@ -42,6 +54,12 @@ func (l Limit) WithDefaults() Limit {
 	}
 	if l.TokensPerMinute > 0 && l.TokenBurst == 0 {
 		l.TokenBurst = math.Max(1, l.TokensPerMinute)
+	}
+	if l.InputTokensPerMinute > 0 && l.InputTokenBurst == 0 {
+		l.InputTokenBurst = math.Max(1, l.InputTokensPerMinute)
+	}
+	if l.OutputTokensPerMinute > 0 && l.OutputTokenBurst == 0 {
+		l.OutputTokenBurst = math.Max(1, l.OutputTokensPerMinute)
 	}
 	return l
 }
@@ -64,7 +82,9 @@ func (l Limit) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"RequestsPerSecond", l.RequestsPerSecond}, {"Burst", l.Burst}, {"TokensPerMinute", l.TokensPerMinute}, {"TokenBurst", l.TokenBurst}} {
+	}{{"RequestsPerSecond", l.RequestsPerSecond}, {"Burst", l.Burst}, {"TokensPerMinute", l.TokensPerMinute}, {"TokenBurst", l.TokenBurst},
+		{"InputTokensPerMinute", l.InputTokensPerMinute}, {"InputTokenBurst", l.InputTokenBurst},
+		{"OutputTokensPerMinute", l.OutputTokensPerMinute}, {"OutputTokenBurst", l.OutputTokenBurst}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return bad(f.name, f.v, "a finite number")
 		}
@@ -75,24 +95,26 @@ func (l Limit) Validate() error {
 			return bad(f.name, f.v, "<= 1e12")
 		}
 	}
-	if l.Burst != 0 {
-		if l.RequestsPerSecond == 0 {
-			return bad("Burst", l.Burst, "0 when RequestsPerSecond is not set")
+	for _, b := range []struct {
+		burst, rate       float64
+		burstName, rateOf string
+	}{{l.Burst, l.RequestsPerSecond, "Burst", "RequestsPerSecond"}, {l.TokenBurst, l.TokensPerMinute, "TokenBurst", "TokensPerMinute"},
+		{l.InputTokenBurst, l.InputTokensPerMinute, "InputTokenBurst", "InputTokensPerMinute"},
+		{l.OutputTokenBurst, l.OutputTokensPerMinute, "OutputTokenBurst", "OutputTokensPerMinute"}} {
+		if b.burst == 0 {
+			continue
 		}
-		if l.Burst < 1 {
-			return bad("Burst", l.Burst, ">= 1")
+		if b.rate == 0 {
+			return bad(b.burstName, b.burst, "0 when "+b.rateOf+" is not set")
+		}
+		if b.burst < 1 {
+			return bad(b.burstName, b.burst, ">= 1")
 		}
 	}
-	if l.TokenBurst != 0 {
-		if l.TokensPerMinute == 0 {
-			return bad("TokenBurst", l.TokenBurst, "0 when TokensPerMinute is not set")
-		}
-		if l.TokenBurst < 1 {
-			return bad("TokenBurst", l.TokenBurst, ">= 1")
-		}
-	}
-	if l.MaxConcurrent == 0 && l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.MaxInflightTokens == 0 {
-		return fmt.Errorf("throttle: limit %q sets none of MaxConcurrent, RequestsPerSecond, TokensPerMinute, MaxInflightTokens", l.Key)
+	if l.MaxConcurrent == 0 && l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.MaxInflightTokens == 0 &&
+		l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 {
+		return fmt.Errorf("throttle: limit %q sets none of MaxConcurrent, RequestsPerSecond, TokensPerMinute, "+
+			"InputTokensPerMinute, OutputTokensPerMinute, MaxInflightTokens", l.Key)
 	}
 	return nil
 }

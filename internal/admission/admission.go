@@ -7,22 +7,24 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // Facts are what Sluice knows of an admitted run.
 type Facts struct {
-	TicketID     int64
-	Limits       []string
-	ReservedCost int64
-	EnqueuedAt   time.Time
-	AdmittedAt   time.Time
-	Requeues     int
+	TicketID   int64
+	Limits     []string
+	Reserved   throttle.Cost
+	EnqueuedAt time.Time
+	AdmittedAt time.Time
+	Requeues   int
 }
 
 // Run is the interceptor's side of one admitted run.
 type Run interface {
 	Facts() Facts
-	ReportUsage(tokens int64)
+	ReportUsage(used throttle.Cost)
 	RateLimited(until time.Time)
 	ObserveHeaders(ctx context.Context, h http.Header) error
 }

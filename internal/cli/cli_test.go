@@ -135,6 +135,12 @@ func TestCLI_ReadsAndSteers(t *testing.T) {
 	l, err = f.q.Limit(ctx, "anthropic")
 	require.NoError(t, err)
 	require.Equal(t, throttle.Limit{Key: "anthropic", RequestsPerSecond: 5, Burst: 2}, l)
+	code, _, errOut = f.run(t, "limits", "set", "anthropic", "--itpm", "400000", "--otpm", "80000", "--output-token-burst", "8000")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	l, err = f.q.Limit(ctx, "anthropic")
+	require.NoError(t, err)
+	require.Equal(t, throttle.Limit{Key: "anthropic", RequestsPerSecond: 5, Burst: 2, InputTokensPerMinute: 400_000, InputTokenBurst: 400_000,
+		OutputTokensPerMinute: 80_000, OutputTokenBurst: 8_000}, l, "the input and output budgets, the other fields kept")
 
 	code, _, errOut = f.run(t, "pause", "openai", "--for", "10m")
 	require.Equal(t, cli.ExitOK, code, errOut)
@@ -260,10 +266,10 @@ func TestCLI_MigrateUp(t *testing.T) {
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
 	code, out, errOut := runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5], now at version 5\n", out)
+	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5 6], now at version 6\n", out)
 	code, out, _ = runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
-	require.Equal(t, "schema "+schema+" is current at version 5\n", out)
+	require.Equal(t, "schema "+schema+" is current at version 6\n", out)
 	code, out, _ = runCLI(context.Background(), url, "--json", "migrate", "status", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
 	require.Contains(t, out, `"version":5`)
@@ -347,9 +353,9 @@ func TestCLI_Edges(t *testing.T) {
 	require.Contains(t, out, `"evil\x1b[2Jid"`)
 	require.NotContains(t, out, "\x1b")
 
-	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 5`)
+	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 6`)
 	require.NoError(t, err)
 	code, _, errOut = f.run(t, "status")
 	require.Equal(t, cli.ExitNotFound, code)
-	require.Contains(t, errOut, "is at version 4 and lacks migration 5 (usage): run sluice migrate up")
+	require.Contains(t, errOut, "is at version 5 and lacks migration 6 (token_dimensions): run sluice migrate up")
 }

@@ -27,6 +27,11 @@ type limitJSON struct {
 	TokensPerMinute   float64 `json:"tokens_per_minute"`
 	TokenBurst        float64 `json:"token_burst"`
 	MaxInflightTokens int64   `json:"max_inflight_tokens"`
+	// The input and output budgets, for providers that meter them apart (Anthropic's ITPM, OTPM).
+	InputTokensPerMinute  float64 `json:"input_tokens_per_minute"`
+	InputTokenBurst       float64 `json:"input_token_burst"`
+	OutputTokensPerMinute float64 `json:"output_tokens_per_minute"`
+	OutputTokenBurst      float64 `json:"output_token_burst"`
 }
 
 func toJSON(l throttle.Limit) limitJSON { return limitJSON(l) }
@@ -78,15 +83,18 @@ func (r *runner) printLimits(ctx context.Context, keys []string) error {
 
 func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tMAX CONCURRENT\tREQUESTS/S\tBURST\tTOKENS/MIN\tTOKEN BURST\tMAX IN-FLIGHT TOKENS\tLEARNED")
+	fmt.Fprintln(tw, "KEY\tMAX CONCURRENT\tREQUESTS/S\tBURST\tTOKENS/MIN\tTOKEN BURST\tINPUT/MIN\tINPUT BURST\tOUTPUT/MIN\tOUTPUT BURST\tMAX IN-FLIGHT TOKENS\tLEARNED")
 	for _, s := range st {
 		c, e := s.Configured, s.Effective
 		learned := "-"
 		if e != c {
-			learned = fmt.Sprintf("%s/s burst %s, %s tokens/min burst %s", num(e.RequestsPerSecond), num(e.Burst), num(e.TokensPerMinute), num(e.TokenBurst))
+			learned = fmt.Sprintf("%s/s burst %s, %s tokens/min burst %s, %s input/min burst %s, %s output/min burst %s",
+				num(e.RequestsPerSecond), num(e.Burst), num(e.TokensPerMinute), num(e.TokenBurst),
+				num(e.InputTokensPerMinute), num(e.InputTokenBurst), num(e.OutputTokensPerMinute), num(e.OutputTokenBurst))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, num(float64(c.MaxConcurrent)), num(c.RequestsPerSecond),
-			num(c.Burst), num(c.TokensPerMinute), num(c.TokenBurst), num(float64(c.MaxInflightTokens)), learned)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, num(float64(c.MaxConcurrent)), num(c.RequestsPerSecond),
+			num(c.Burst), num(c.TokensPerMinute), num(c.TokenBurst), num(c.InputTokensPerMinute), num(c.InputTokenBurst),
+			num(c.OutputTokensPerMinute), num(c.OutputTokenBurst), num(float64(c.MaxInflightTokens)), learned)
 	}
 	return tw.Flush()
 }
@@ -120,6 +128,10 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		{"burst", "requests at once after an idle spell"},
 		{"tpm", "tokens per minute (0: none); a new rate without --token-burst puts the burst back to its default"},
 		{"token-burst", "tokens at once after an idle spell"},
+		{"itpm", "input tokens per minute (Anthropic's ITPM; 0: none); a new rate without --input-token-burst puts the burst back to its default"},
+		{"input-token-burst", "input tokens at once after an idle spell"},
+		{"otpm", "output tokens per minute (Anthropic's OTPM; 0: none); a new rate without --output-token-burst puts the burst back to its default"},
+		{"output-token-burst", "output tokens at once after an idle spell"},
 	} {
 		v := new(float64)
 		lf.floats[f.name] = v
@@ -145,7 +157,9 @@ func (lf *limitFlags) change() pgqueue.LimitChange {
 	if lf.set["max-inflight-tokens"] {
 		c.MaxInflightTokens = lf.ints["max-inflight-tokens"]
 	}
-	for name, dst := range map[string]**float64{"rps": &c.RequestsPerSecond, "burst": &c.Burst, "tpm": &c.TokensPerMinute, "token-burst": &c.TokenBurst} {
+	for name, dst := range map[string]**float64{"rps": &c.RequestsPerSecond, "burst": &c.Burst, "tpm": &c.TokensPerMinute,
+		"token-burst": &c.TokenBurst, "itpm": &c.InputTokensPerMinute, "input-token-burst": &c.InputTokenBurst,
+		"otpm": &c.OutputTokensPerMinute, "output-token-burst": &c.OutputTokenBurst} {
 		if lf.set[name] {
 			*dst = lf.floats[name]
 		}
@@ -165,7 +179,7 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		return usageErr("limits set takes one KEY, got %d", len(keys))
 	}
 	if len(lf.set) == 0 {
-		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --max-inflight-tokens", keys[0])
+		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --itpm, --input-token-burst, --otpm, --output-token-burst, --max-inflight-tokens", keys[0])
 	}
 	if err := throttle.ValidateKey(keys[0]); err != nil {
 		return usageErr("%v", err)

@@ -16,20 +16,23 @@ import (
 
 // statusJSON is one key of `sluice status --json`.
 type statusJSON struct {
-	Key                string     `json:"key"`
-	Queued             int64      `json:"queued"`
-	Admitted           int64      `json:"admitted"`
-	Running            int64      `json:"running"`
-	InflightCount      int        `json:"inflight_count"`
-	InflightTokens     int64      `json:"inflight_tokens"`
-	Configured         limitJSON  `json:"configured"`
-	Effective          limitJSON  `json:"effective"`
-	RequestsLastMinute int64      `json:"requests_last_minute"`
-	TokensLastMinute   int64      `json:"tokens_last_minute"`
-	PausedUntil        *time.Time `json:"paused_until"`
-	OldestWaitSeconds  float64    `json:"oldest_wait_s"`
-	HeadWaitReason     string     `json:"head_wait_reason"`
-	Now                time.Time  `json:"now"`
+	Key                string    `json:"key"`
+	Queued             int64     `json:"queued"`
+	Admitted           int64     `json:"admitted"`
+	Running            int64     `json:"running"`
+	InflightCount      int       `json:"inflight_count"`
+	InflightTokens     int64     `json:"inflight_tokens"`
+	Configured         limitJSON `json:"configured"`
+	Effective          limitJSON `json:"effective"`
+	RequestsLastMinute int64     `json:"requests_last_minute"`
+	TokensLastMinute   int64     `json:"tokens_last_minute"`
+	// The input and output parts of TokensLastMinute.
+	InputTokensLastMinute  int64      `json:"input_tokens_last_minute"`
+	OutputTokensLastMinute int64      `json:"output_tokens_last_minute"`
+	PausedUntil            *time.Time `json:"paused_until"`
+	OldestWaitSeconds      float64    `json:"oldest_wait_s"`
+	HeadWaitReason         string     `json:"head_wait_reason"`
+	Now                    time.Time  `json:"now"`
 }
 
 func runStatus(ctx context.Context, r *runner, args []string) error {
@@ -68,6 +71,7 @@ func statusRows(st []pgqueue.KeyStatus) []statusJSON {
 		out[i] = statusJSON{Key: s.Configured.Key, Queued: s.Queued, Admitted: s.Admitted, Running: s.Running,
 			InflightCount: s.State.InflightCount, InflightTokens: s.State.InflightTokens, Configured: toJSON(s.Configured),
 			Effective: toJSON(s.Effective), RequestsLastMinute: s.RequestsLastMinute, TokensLastMinute: s.TokensLastMinute,
+			InputTokensLastMinute: s.InputTokensLastMinute, OutputTokensLastMinute: s.OutputTokensLastMinute,
 			OldestWaitSeconds: s.OldestWait().Seconds(), HeadWaitReason: s.HeadWaitReason, Now: s.Now}
 		if p := s.State.PausedUntil; p.After(s.Now) {
 			out[i].PausedUntil = &p
@@ -80,7 +84,7 @@ func statusRows(st []pgqueue.KeyStatus) []statusJSON {
 // limit admission applies; "(set N)" follows a limit the provider's headers lowered.
 func statusTable(w io.Writer, st []pgqueue.KeyStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tQUEUED\tADMITTED\tRUNNING\tCONCURRENCY\tIN-FLIGHT TOKENS\tREQUESTS/MIN\tTOKENS/MIN\tPAUSED FOR\tOLDEST WAIT\tHEAD WAITS ON")
+	fmt.Fprintln(tw, "KEY\tQUEUED\tADMITTED\tRUNNING\tCONCURRENCY\tIN-FLIGHT TOKENS\tREQUESTS/MIN\tTOKENS/MIN\tINPUT/MIN\tOUTPUT/MIN\tPAUSED FOR\tOLDEST WAIT\tHEAD WAITS ON")
 	for _, s := range st {
 		c, e := s.Configured, s.Effective
 		paused := "-"
@@ -91,11 +95,13 @@ func statusTable(w io.Writer, st []pgqueue.KeyStatus) error {
 		if !s.OldestQueued.IsZero() {
 			wait = roundDur(s.OldestWait())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, s.Queued, s.Admitted, s.Running,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, s.Queued, s.Admitted, s.Running,
 			used(int64(s.State.InflightCount), float64(e.MaxConcurrent), float64(c.MaxConcurrent)),
 			used(s.State.InflightTokens, float64(e.MaxInflightTokens), float64(c.MaxInflightTokens)),
 			used(s.RequestsLastMinute, e.RequestsPerSecond*60, c.RequestsPerSecond*60),
 			used(s.TokensLastMinute, e.TokensPerMinute, c.TokensPerMinute),
+			used(s.InputTokensLastMinute, e.InputTokensPerMinute, c.InputTokensPerMinute),
+			used(s.OutputTokensLastMinute, e.OutputTokensPerMinute, c.OutputTokensPerMinute),
 			paused, wait, orDash(s.HeadWaitReason))
 	}
 	return tw.Flush()

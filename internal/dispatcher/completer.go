@@ -52,9 +52,9 @@ func (c *Completer) Stop(ctx context.Context) error { return c.stopBatches(ctx) 
 // While the database is unreachable the completer retries with backoff, for up to completeRetryFor,
 // or until it stops: until the outcome is recorded the ticket holds its reservation, and the outcome
 // exists only in this process.
-func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual int64) bool {
+func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual, actualOutput int64) bool {
 	req := &completion{done: make(chan error, 1),
-		p: engine.CompleteParams{TicketID: t.ID, ActualCost: actual, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
+		p: engine.CompleteParams{TicketID: t.ID, ActualCost: actual, ActualOutput: actualOutput, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
 	if !c.send(ctx, req) {
 		return false
 	}

@@ -82,7 +82,7 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	results := make(chan bool, runs)
 	record := func(tk engine.Ticket) {
 		tk.OutcomeKind, tk.Outcome = engine.OutcomeCompleted, []byte(fmt.Sprint(tk.ID))
-		results <- c.Record(ctx, tk, 4)
+		results <- c.Record(ctx, tk, 4, 0)
 	}
 	go record(ts[0])
 	waitForLockWaiter(ctx, t, cfg.Queue)
@@ -121,7 +121,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 	ts := admitted(t, cfg.Queue, 3)
 	release := lockTicket(t, cfg.Queue, ts[0].ID)
 	results := make(chan bool, len(ts))
-	record := func(tk engine.Ticket) { tk.OutcomeKind = engine.OutcomeCompleted; results <- c.Record(ctx, tk, -1) }
+	record := func(tk engine.Ticket) { tk.OutcomeKind = engine.OutcomeCompleted; results <- c.Record(ctx, tk, -1, 0) }
 	go record(ts[0])
 	waitForLockWaiter(ctx, t, cfg.Queue)
 	for _, tk := range ts[1:] {
@@ -139,7 +139,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, recorded, 1, "only the transaction under way at the stop can have committed")
-	require.False(t, c.Record(ctx, ts[0], -1), "a stopped completer records nothing")
+	require.False(t, c.Record(ctx, ts[0], -1, 0), "a stopped completer records nothing")
 	finished := 0
 	for i, tk := range ts {
 		got, err := cfg.Queue.Ticket(ctx, tk.ID)

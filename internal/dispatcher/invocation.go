@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // RunFunc runs the rest of the Temporal interceptor chain and the activity itself.
@@ -57,7 +58,8 @@ type Invocation struct {
 	details  []any
 	pending  bool // details not yet sent
 	lastSent time.Time
-	actual   int64 // reported real cost; -1 when none
+	actual   int64 // reported real cost in all; -1 when none
+	output   int64 // the part of actual of output tokens
 }
 
 // NewInvocation returns the invocation of p, created at now.
@@ -135,13 +137,14 @@ func (inv *Invocation) begin(t engine.Ticket, cancel context.CancelCauseFunc, no
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.ticketID, inv.running, inv.cancel, inv.started, inv.finished = t.ID, true, cancel, now, false
-	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, ReservedCost: t.Cost,
+	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, Reserved: t.Reserved(),
 		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
 }
 
 // runReport is what a finished run reported through sluiceactivity.
 type runReport struct {
-	actual   int64     // real cost; -1 when none
+	actual   int64     // real cost in all; -1 when none
+	output   int64     // the part of actual of output tokens
 	limited  time.Time // the provider refused the call until then; zero when it did not
 	observed bool      // the provider's headers were reported
 }
@@ -151,7 +154,7 @@ type runReport struct {
 func (inv *Invocation) finish() runReport {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	r := runReport{actual: inv.actual, limited: inv.limited, observed: inv.observed}
+	r := runReport{actual: inv.actual, output: inv.output, limited: inv.limited, observed: inv.observed}
 	inv.observed, inv.finished = false, true
 	return r
 }
@@ -160,7 +163,7 @@ func (inv *Invocation) finish() runReport {
 func (inv *Invocation) requeued(now time.Time) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	inv.running, inv.cancel, inv.limited, inv.actual, inv.lastSent = false, nil, time.Time{}, -1, now
+	inv.running, inv.cancel, inv.limited, inv.actual, inv.output, inv.lastSent = false, nil, time.Time{}, -1, 0, now
 	inv.started, inv.finished = time.Time{}, false
 }
 
@@ -239,9 +242,9 @@ func (inv *Invocation) admissionFacts() admission.Facts {
 	return inv.facts
 }
 
-func (inv *Invocation) reportUsage(tokens int64) {
+func (inv *Invocation) reportUsage(used throttle.Cost) {
 	inv.mu.Lock()
-	inv.actual = tokens
+	inv.actual, inv.output = used.Total(), used.Output
 	inv.mu.Unlock()
 }
 

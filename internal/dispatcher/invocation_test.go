@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -91,7 +92,7 @@ func TestInvocation_FinishAndRequeue(t *testing.T) {
 	var cause error
 	inv.begin(engine.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
 	require.Equal(t, int64(7), inv.admissionFacts().TicketID)
-	inv.reportUsage(42)
+	inv.reportUsage(throttle.Tokens(42))
 	inv.rateLimited(t0.Add(time.Second))
 	inv.rateLimited(t0) // an earlier reset does not shorten the pause
 	inv.observe()

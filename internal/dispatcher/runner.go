@@ -143,7 +143,7 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t engine.Ticket, s
 		r.reg.drop(inv)
 		return
 	}
-	recorded := r.completer.Record(r.life, t, rep.actual)
+	recorded := r.completer.Record(r.life, t, rep.actual, rep.output)
 	r.reg.drop(inv)
 	if recorded {
 		r.deliverer.DeliverAndAck(r.life, t)
@@ -154,8 +154,12 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t engine.Ticket, s
 // in line at its place, pausing its line's limit until the provider's reset on every replica. The
 // invocation stays held: when admitted again it runs again, in the same Temporal attempt.
 func (r *Runner) requeue(inv *Invocation, t engine.Ticket, rep runReport) {
+	actual, output := throttle.RefusedCost(rep.actual, rep.observed), rep.output
+	if actual != rep.actual {
+		output = 0 // not the reported usage: none (0) or the reservation as spent (-1)
+	}
 	err := r.q.Requeue(r.life, engine.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
-		ActualCost: throttle.RefusedCost(rep.actual, rep.observed), PauseKeys: []string{inv.Line()}, PauseUntil: rep.limited})
+		ActualCost: actual, ActualOutput: output, PauseKeys: []string{inv.Line()}, PauseUntil: rep.limited})
 	inv.requeued(time.Now())
 	if err != nil {
 		r.log.Error("sluice: requeue rate-limited run", "ticket_id", t.ID, "error", err)
@@ -171,9 +175,9 @@ type runHandle struct {
 
 var _ admission.Run = runHandle{}
 
-func (h runHandle) Facts() admission.Facts      { return h.inv.admissionFacts() }
-func (h runHandle) ReportUsage(tokens int64)    { h.inv.reportUsage(tokens) }
-func (h runHandle) RateLimited(until time.Time) { h.inv.rateLimited(until) }
+func (h runHandle) Facts() admission.Facts         { return h.inv.admissionFacts() }
+func (h runHandle) ReportUsage(used throttle.Cost) { h.inv.reportUsage(used) }
+func (h runHandle) RateLimited(until time.Time)    { h.inv.rateLimited(until) }
 
 func (h runHandle) ObserveHeaders(ctx context.Context, hdr http.Header) error {
 	info := throttle.ParseRateLimitHeaders(hdr, time.Now())

@@ -135,7 +135,7 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 		switch left := c.p.MaxLines - len(c.lines); {
 		case c.budget == 0:
 			return nil
-		case left == 0:
+		case left <= 0: // below 0 when adoptAhead added a line to a full first chunk
 			c.atMaxLines = true
 			c.res.More = len(c.admittedIDs) > 0 // lines it did not reach may have work
 			return nil
@@ -258,7 +258,7 @@ func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool
 	}
 	cands := make([]throttle.Candidate, len(page))
 	for i, t := range page {
-		cands[i] = throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, VStart: t.VStart,
+		cands[i] = throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost, VStart: t.VStart,
 			Deadline: t.Deadline, NotBefore: t.NotBefore}
 	}
 	held := make(map[string]throttle.LimitState, len(c.locked))
@@ -327,7 +327,7 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 		c.res.Admitted = append(c.res.Admitted, t)
 		c.admittedIDs = append(c.admittedIDs, t.ID)
 		c.admittedAt = append(c.admittedAt, a.At)
-		c.usage.add(t.LimitKeys, a.At, t.Cost)
+		c.usage.add(t.LimitKeys, a.At, t.Reserved())
 	}
 	for _, w := range d.Waits {
 		// Written only when it changes, so that a line blocked for a long time costs no writes.

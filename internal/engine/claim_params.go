@@ -92,7 +92,7 @@ func (r *ClaimResult) retryAt(t time.Time) {
 
 // releaseLifts reports whether a completion's release can lift a wait for reason r.
 func releaseLifts(r throttle.Reason) bool {
-	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r == throttle.ReasonTokens
+	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r.IsTokens()
 }
 
 // later returns the later of two instants.

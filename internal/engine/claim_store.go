@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
-// claimStoreSQL writes a claim's decisions in one statement: $1 to $9 the limit rows' state (see
-// limitStateArgs); $10 and $11 tickets whose wait reason changed, and the reasons; $12 the expired
-// tickets; $13 and $14 the admitted tickets and their instants, running when their owner is the
-// claimer, $15; $16 and $17 the notification channel and payload prefix, $18 the owners to notify.
-// $20 to $23 what the admissions drew per key and second (see usage.args), added to sluice_usage.
-// It returns, for each line $19, the tickets queued in it, counted to at most 1,000 (the statement's
+// claimStoreSQL writes a claim's decisions in one statement: $1 to $13 the limit rows' state (see
+// limitStateArgs); $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
+// tickets; $17 and $18 the admitted tickets and their instants, running when their owner is the
+// claimer, $19; $20 and $21 the notification channel and payload prefix, $22 the owners to notify.
+// $24 to $29 what the admissions drew per key and second (see usage.args), added to sluice_usage.
+// It returns, for each line $23, the tickets queued in it, counted to at most 1,000 (the statement's
 // snapshot, taken before its own updates, still counts the admitted tickets as queued). The count
 // reads the line index in its order: without the ORDER BY it may be planned as a scan of the table.
 //
@@ -26,21 +28,21 @@ import (
 var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 ), waits AS (
 	UPDATE {s}.sluice_ticket t SET wait_reason = w.reason
-	FROM unnest($10::bigint[], $11::text[]) AS w(id, reason) WHERE t.id = w.id
+	FROM unnest($14::bigint[], $15::text[]) AS w(id, reason) WHERE t.id = w.id
 ), expired AS (
-	DELETE FROM {s}.sluice_ticket WHERE id = ANY($12)
+	DELETE FROM {s}.sluice_ticket WHERE id = ANY($16)
 ), admitted AS (
 	UPDATE {s}.sluice_ticket t
-	SET state = CASE WHEN $15 <> '' AND t.owner = $15 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
-	FROM unnest($13::bigint[], $14::timestamptz[]) AS u(id, at) WHERE t.id = u.id
+	SET state = CASE WHEN $19 <> '' AND t.owner = $19 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
+	FROM unnest($17::bigint[], $18::timestamptz[]) AS u(id, at) WHERE t.id = u.id
 ), woken AS (
-	SELECT count(pg_notify($16, $17 || o)) AS n FROM unnest($18::text[]) AS o
+	SELECT count(pg_notify($20, $21 || o)) AS n FROM unnest($22::text[]) AS o
 ), used AS (
-	` + usageUpsert(20) + `
+	` + usageUpsert(24) + `
 )
 SELECT line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
 	WHERE t.line_key = line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000) d)
-FROM unnest($19::text[]) AS line, woken`
+FROM unnest($23::text[]) AS line, woken`
 
 // store writes the claim's decisions (wait reasons, expired and admitted tickets, limit rows), has the
 // admitted tickets' owners notified, and reads the depth of the lines that admitted, in one statement
@@ -53,8 +55,8 @@ func (c *claimRun) store(ctx context.Context) error {
 	}
 	args := limitStateArgs(c.locked)
 	for k, r := range c.locked {
-		if r.refunded != 0 {
-			c.usage.refund(k, c.now, int64(math.Round(r.refunded)))
+		if r.refunded != 0 || r.refundedOutput != 0 {
+			c.usage.refund(k, c.now, int64(math.Round(r.refunded)), int64(math.Round(r.refundedOutput)))
 		}
 	}
 	owners := slices.Sorted(maps.Keys(c.owners))
@@ -79,55 +81,68 @@ func (c *claimRun) store(ctx context.Context) error {
 // usage sums what a claim's admissions drew, per key and second, for sluice_usage. A claim holds the
 // row of every key it admits on until its commit, so no other claim writes the same usage rows
 // meanwhile.
-type usage map[usageAt]*[2]int64 // requests, tokens
+type usage map[usageAt]*usageSums
+
+// usageSums are one key's usage in one second: requests, and tokens in all, of input and of output.
+type usageSums struct{ requests, tokens, input, output int64 }
 
 type usageAt struct {
 	key    string
 	second int64 // Unix seconds
 }
 
-// add records one admission at at, drawing cost tokens on each of keys.
-func (u usage) add(keys []string, at time.Time, cost int64) {
+// add records one admission at at, drawing cost on each of keys.
+func (u usage) add(keys []string, at time.Time, cost throttle.Cost) {
 	for _, k := range keys {
 		r := u.row(k, at)
-		r[0]++
-		r[1] += cost
+		r.requests++
+		r.tokens += cost.Total()
+		r.input += cost.Input
+		r.output += cost.Output
 	}
 }
 
 // row is key's sums for the second of at.
-func (u usage) row(key string, at time.Time) *[2]int64 {
+func (u usage) row(key string, at time.Time) *usageSums {
 	a := usageAt{key, at.Unix()}
 	if u[a] == nil {
-		u[a] = &[2]int64{}
+		u[a] = &usageSums{}
 	}
 	return u[a]
 }
 
-// usageUpsert adds the usage given as the statement's parameters $n to $n+3 (see usage.args) to
+// usageUpsert adds the usage given as the statement's parameters $n to $n+5 (see usage.args) to
 // sluice_usage. Its writer must hold the limit rows of the keys it writes for.
 func usageUpsert(n int) string {
-	return fmt.Sprintf(`INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens)
-	SELECT * FROM unnest($%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::bigint[])
-	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens`, n, n+1, n+2, n+3)
+	return fmt.Sprintf(`INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens, input_tokens, output_tokens)
+	SELECT * FROM unnest($%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::bigint[], $%d::bigint[], $%d::bigint[])
+	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens,
+		input_tokens = u.input_tokens + excluded.input_tokens, output_tokens = u.output_tokens + excluded.output_tokens`,
+		n, n+1, n+2, n+3, n+4, n+5)
 }
 
-// refund records tokens reported usage gave back to key, at the instant the claim folded them in: the
-// history counts what was spent, not only what was reserved.
-func (u usage) refund(key string, at time.Time, tokens int64) {
-	u.row(key, at)[1] -= tokens
+// refund records tokens reported usage gave back to key, in all and of output, at the instant the
+// claim folded them in: the history counts what was spent, not only what was reserved.
+func (u usage) refund(key string, at time.Time, tokens, output int64) {
+	r := u.row(key, at)
+	r.tokens -= tokens
+	r.input -= tokens - output
+	r.output -= output
 }
 
-// args are claimStoreSQL's $20 to $23: keys, seconds, requests and tokens, in a stable order.
+// args are claimStoreSQL's $24 to $29: keys, seconds, requests, tokens, input and output tokens, in
+// a stable order.
 func (u usage) args() []any {
 	ats := slices.SortedFunc(maps.Keys(u), func(a, b usageAt) int {
 		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.second, b.second))
 	})
-	keys, seconds := make([]string, len(ats)), make([]time.Time, len(ats))
-	requests, tokens := make([]int64, len(ats)), make([]int64, len(ats))
+	n := len(ats)
+	keys, seconds := make([]string, n), make([]time.Time, n)
+	requests, tokens, input, output := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, at := range ats {
 		keys[i], seconds[i] = at.key, time.Unix(at.second, 0).UTC()
-		requests[i], tokens[i] = u[at][0], u[at][1]
+		r := u[at]
+		requests[i], tokens[i], input[i], output[i] = r.requests, r.tokens, r.input, r.output
 	}
-	return []any{keys, seconds, requests, tokens}
+	return []any{keys, seconds, requests, tokens, input, output}
 }

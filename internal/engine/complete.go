@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // MaxCompleteBatch bounds the runs one CompleteMany completes.
@@ -18,6 +20,9 @@ type CompleteParams struct {
 	// ActualCost is the usage the activity reported, reconciled against the reservation. Negative
 	// means not reported: the reservation stands as spent.
 	ActualCost int64
+	// ActualOutput is the part of ActualCost of output tokens (the rest is input), clamped to
+	// [0, ActualCost]. Zero for usage reported as one figure.
+	ActualOutput int64
 	// OutcomeKind and Outcome are stored for delivery to Temporal (an encoded result or failure).
 	OutcomeKind string
 	Outcome     []byte
@@ -49,7 +54,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		return nil, fmt.Errorf("sluice: complete: at most %d runs at once, got %d", MaxCompleteBatch, len(ps))
 	}
 	index := make(map[int64]int, len(ps))
-	ids, actual := make([]int64, len(ps)), make([]int64, len(ps))
+	ids, actual, output := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
 	kinds, outcomes := make([]string, len(ps)), make([][]byte, len(ps))
 	for i, p := range ps {
 		if _, dup := index[p.TicketID]; dup {
@@ -57,6 +62,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		}
 		index[p.TicketID] = i
 		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
+		output[i] = min(max(p.ActualOutput, 0), max(p.ActualCost, 0))
 	}
 	found := make([]bool, len(ps))
 	if len(ps) == 0 {
@@ -68,7 +74,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		clear(found)
 		rows, err := tx.Query(ctx, q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
-			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|")
+			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output)
 		if err != nil {
 			return err
 		}
@@ -89,7 +95,8 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 }
 
 // completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
-// none), $3 and $4 the outcomes, $5 the instant (NULL: the database clock), $6 and $7 the notification.
+// none) and $8 its part of output tokens (in [0, $2]), $3 and $4 the outcomes, $5 the instant (NULL:
+// the database clock), $6 and $7 the notification.
 // The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
 // does, so that two of them cannot deadlock.
 //
@@ -102,22 +109,36 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 const completeSQL = `WITH clock AS MATERIALIZED (
 	SELECT coalesce($5::timestamptz, clock_timestamp()) AS now -- once: the batch's one instant
 ), locked AS MATERIALIZED (
-	SELECT t.id, t.state, u.actual, u.kind, u.outcome
-	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[]) AS u(id, actual, kind, outcome)
+	SELECT t.id, t.state, u.actual, u.actual_output, u.kind, u.outcome
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[], $8::bigint[]) AS u(id, actual, kind, outcome, actual_output)
 	JOIN {s}.sluice_ticket t ON t.id = u.id AND t.state <> 'queued'
 	ORDER BY t.id FOR UPDATE OF t
 ), done AS (
 	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = n.now, deliver_after = n.now,
-		actual_cost = CASE WHEN l.actual >= 0 THEN l.actual END, outcome_kind = l.kind, outcome = l.outcome
+		actual_cost = CASE WHEN l.actual >= 0 THEN l.actual END,
+		actual_output = CASE WHEN l.actual >= 0 THEN l.actual_output END, outcome_kind = l.kind, outcome = l.outcome
 	FROM locked l, clock n
 	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
-	RETURNING t.id, t.cost, t.limit_keys, l.actual
+	RETURNING t.id, t.cost, t.output_cost, t.limit_keys, l.actual, l.actual_output
 ), released AS (
-	INSERT INTO {s}.sluice_release (key, count, reserved, refund)
-	SELECT k, count(*), sum(d.cost), coalesce(sum(d.cost - d.actual) FILTER (WHERE d.actual >= 0), 0)
+	INSERT INTO {s}.sluice_release (key, count, reserved, refund, refund_output)
+	SELECT k, count(*), sum(d.cost), coalesce(sum(d.cost - d.actual) FILTER (WHERE d.actual >= 0), 0),
+		coalesce(sum(d.output_cost - d.actual_output) FILTER (WHERE d.actual >= 0), 0)
 	FROM done d, unnest(d.limit_keys) AS k GROUP BY k ORDER BY k
 	RETURNING key
 ), woken AS (
 	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
 )
 SELECT id FROM done, woken`
+
+// spent is what a run reported it used: total tokens (negative: not reported), of which output.
+type spent struct{ total, output int64 }
+
+// released is what t gives back to each of its limits, given what it spent.
+func (s spent) released(t Ticket) throttle.Released {
+	if s.total < 0 {
+		return throttle.ReleasedCost(t.Reserved(), throttle.Cost{}, false)
+	}
+	out := min(max(s.output, 0), s.total)
+	return throttle.ReleasedCost(t.Reserved(), throttle.Cost{Input: s.total - out, Output: out}, true)
+}

@@ -20,8 +20,11 @@ type EnqueueParams struct {
 	// LimitKeys are the limits the ticket draws on; it is admitted only when every one has room. The
 	// first is its line: tickets are admitted in order within the line of their first limit. Required.
 	LimitKeys []string
-	// Cost is the estimated token cost reserved at admission, from 0 to MaxCost. Defaults to 0.
+	// Cost is the estimated token cost reserved at admission, in all, from 0 to MaxCost. Defaults to 0.
 	Cost int64
+	// OutputCost is the part of Cost reserved for output tokens, from 0 to Cost; the rest is input.
+	// Defaults to 0: a cost given as one figure is input.
+	OutputCost int64
 	// Priority orders tickets within a line: lower first. Defaults to 0.
 	Priority int
 	// FairnessKey shares the line fairly between keys (tenants, workflows) of equal priority. Empty
@@ -59,6 +62,9 @@ func (p *EnqueueParams) validate() error {
 	}
 	if p.Cost < 0 || p.Cost > MaxCost {
 		return fmt.Errorf("sluice: EnqueueParams.Cost must be in [0, %d], got %d", MaxCost, p.Cost)
+	}
+	if p.OutputCost < 0 || p.OutputCost > p.Cost {
+		return fmt.Errorf("sluice: EnqueueParams.OutputCost must be in [0, Cost %d], got %d", p.Cost, p.OutputCost)
 	}
 	if p.Weight == 0 {
 		p.Weight = 1

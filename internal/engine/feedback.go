@@ -38,9 +38,13 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 		}
 		learned := throttle.LearnedLimit(r.configured, eff)
 		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_requests_per_second = $2, learned_burst = $3,
-			learned_tokens_per_minute = $4, learned_token_burst = $5, learned_at = $6 WHERE key = $1`), key,
+			learned_tokens_per_minute = $4, learned_token_burst = $5, learned_at = $6,
+			learned_input_tokens_per_minute = $7, learned_input_token_burst = $8,
+			learned_output_tokens_per_minute = $9, learned_output_token_burst = $10 WHERE key = $1`), key,
 			learnedColumn(learned.RequestsPerSecond), learnedColumn(learned.Burst),
-			learnedColumn(learned.TokensPerMinute), learnedColumn(learned.TokenBurst), now)
+			learnedColumn(learned.TokensPerMinute), learnedColumn(learned.TokenBurst), now,
+			learnedColumn(learned.InputTokensPerMinute), learnedColumn(learned.InputTokenBurst),
+			learnedColumn(learned.OutputTokensPerMinute), learnedColumn(learned.OutputTokenBurst))
 		return err
 	})
 	if err != nil {
@@ -74,10 +78,11 @@ func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error
 		now     time.Time
 	)
 	r, err := scanLimit(prefixed{q.pool.QueryRow(ctx, q.s(`SELECT coalesce(p.count, 0)::int, coalesce(p.reserved, 0)::bigint,
-			coalesce(p.refund, 0), coalesce($2::timestamptz, clock_timestamp()), `+limitColumns+`
-		FROM {s}.sluice_limit l LEFT JOIN (SELECT key AS pending_key, sum(count) AS count, sum(reserved) AS reserved, sum(refund) AS refund
+			coalesce(p.refund, 0), coalesce(p.refund_output, 0), coalesce($2::timestamptz, clock_timestamp()), `+limitColumns+`
+		FROM {s}.sluice_limit l LEFT JOIN (SELECT key AS pending_key, sum(count) AS count, sum(reserved) AS reserved,
+				sum(refund) AS refund, sum(refund_output) AS refund_output
 			FROM {s}.sluice_release WHERE key = $1 GROUP BY key) p ON p.pending_key = l.key
-		WHERE l.key = $1`), key, q.nowArg()), []any{&pending.Count, &pending.Reserved, &pending.Refund, &now}})
+		WHERE l.key = $1`), key, q.nowArg()), []any{&pending.Count, &pending.Reserved, &pending.Refund, &pending.RefundOutput, &now}})
 	if err == pgx.ErrNoRows {
 		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}

@@ -64,7 +64,7 @@ func (q *Queue) TakeAdmitted(ctx context.Context, owner string, max int) ([]Tick
 // It returns the instant of the release, read after the locks are taken: a claim that saw the ticket
 // in flight then has an earlier instant, one that did not a later one, so the tickets' admitted_at and
 // finished_at order every pair of decisions on a key as they happened.
-func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []int64) (time.Time, error) {
+func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []spent) (time.Time, error) {
 	var keys []string
 	for _, t := range ts {
 		keys = append(keys, t.LimitKeys...)
@@ -79,16 +79,17 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []in
 	}
 	used := usage{}
 	for i, t := range ts {
-		refund := int64(math.Round(throttle.Released1(t.Cost, actual[i]).Refund))
+		rel := actual[i].released(t)
+		refund, refundOutput := int64(math.Round(rel.Refund)), int64(math.Round(rel.RefundOutput))
 		for _, k := range t.LimitKeys {
 			r := rows[k]
 			if r == nil { // the limit was deleted while the ticket ran
 				continue
 			}
-			r.state = r.limit.Release(r.state, now, t.Cost, actual[i])
+			r.state = r.limit.ReleaseMany(r.state, now, rel)
 			r.dirty = true
-			if refund != 0 {
-				used.refund(k, now, refund)
+			if refund != 0 || refundOutput != 0 {
+				used.refund(k, now, refund, refundOutput)
 			}
 		}
 	}
@@ -115,6 +116,8 @@ type RequeueParams struct {
 	// ActualCost is the usage to reconcile, as in CompleteParams. A provider's 429 usually counts the
 	// request but no tokens: pass 0 to give the tokens back, or negative to keep them spent.
 	ActualCost int64
+	// ActualOutput is the part of ActualCost of output tokens, as in CompleteParams.
+	ActualOutput int64
 	// PauseKeys are paused until PauseUntil, on every replica (a 429's Retry-After).
 	PauseKeys  []string
 	PauseUntil time.Time
@@ -137,7 +140,7 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		if _, err := q.lockLimits(ctx, tx, append(slices.Clone(ts[0].LimitKeys), p.PauseKeys...), false); err != nil {
 			return err
 		}
-		now, err := q.release(ctx, tx, ts, []int64{p.ActualCost})
+		now, err := q.release(ctx, tx, ts, []spent{{p.ActualCost, p.ActualOutput}})
 		if err != nil {
 			return err
 		}
@@ -177,7 +180,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 		if ts[0].State != TicketStateAdmitted {
 			return nil
 		}
-		_, err = q.release(ctx, tx, ts, []int64{throttle.AbandonedCost(false)})
+		_, err = q.release(ctx, tx, ts, []spent{{throttle.AbandonedCost(false), 0}})
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -235,9 +238,9 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		}
 		// An admitted ticket never ran: its tokens come back. A running one may have reached the
 		// provider: its reservation stands as spent.
-		actual := make([]int64, len(held))
+		actual := make([]spent, len(held))
 		for i, t := range held {
-			actual[i] = throttle.AbandonedCost(t.State == TicketStateRunning)
+			actual[i] = spent{throttle.AbandonedCost(t.State == TicketStateRunning), 0}
 		}
 		if now, err = q.release(ctx, tx, held, actual); err != nil {
 			return err

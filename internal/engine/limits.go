@@ -3,77 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/throttle"
 )
-
-// limitColumns are read by every statement that decides admissions.
-const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens,
-	request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime,
-	coalesce(learned_requests_per_second, 0), coalesce(learned_burst, 0), coalesce(learned_tokens_per_minute, 0),
-	coalesce(learned_token_burst, 0)`
-
-// Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
-// subtracts them from the row's in-flight figures.
-const (
-	pendingCount  = `(SELECT coalesce(sum(r.count), 0)::int FROM {s}.sluice_release r WHERE r.key = l.key)`
-	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
-)
-
-// limitReadColumns are limitColumns for a reader of the row aliased l that does not lock it: the
-// in-flight figures net of the pending releases.
-var limitReadColumns = strings.Replace(limitColumns, "inflight_count, inflight_tokens",
-	"l.inflight_count - "+pendingCount+", l.inflight_tokens - "+pendingTokens, 1)
-
-// limitRow is a sluice_limit row: configuration and state.
-type limitRow struct {
-	// configured is the limit as the user set it: the ceiling. limit is what admission applies: the
-	// configured limit lowered to what the provider's headers reported, if that is lower.
-	configured throttle.Limit
-	limit      throttle.Limit
-	learned    throttle.Limit // the learned rates; zero fields learned nothing
-	state      throttle.State
-	vtime      float64
-	dirty      bool
-	// refunded are the tokens the releases folded in by this transaction gave back: reservations
-	// that reported usage did not spend (negative: usage above them). Claims record them in the usage
-	// history.
-	refunded float64
-}
-
-// scanLimit scans limitColumns, then into more, the columns that follow them.
-func scanLimit(row pgx.Row, more ...any) (*limitRow, error) {
-	var (
-		r                    limitRow
-		reqAt, tokAt, paused *time.Time
-	)
-	err := row.Scan(append([]any{&r.limit.Key, &r.limit.MaxConcurrent, &r.limit.RequestsPerSecond, &r.limit.Burst,
-		&r.limit.TokensPerMinute, &r.limit.TokenBurst, &r.limit.MaxInflightTokens,
-		&r.state.Requests.Level, &reqAt, &r.state.Tokens.Level, &tokAt,
-		&r.state.InflightCount, &r.state.InflightTokens, &paused, &r.vtime,
-		&r.learned.RequestsPerSecond, &r.learned.Burst, &r.learned.TokensPerMinute, &r.learned.TokenBurst}, more...)...)
-	if err != nil {
-		return nil, err
-	}
-	r.configured = r.limit.WithDefaults()
-	r.limit = throttle.EffectiveLimit(r.configured, r.learned)
-	if reqAt != nil {
-		r.state.Requests.At = reqAt.UTC()
-	}
-	if tokAt != nil {
-		r.state.Tokens.At = tokAt.UTC()
-	}
-	if paused != nil {
-		r.state.PausedUntil = paused.UTC()
-	}
-	return &r, nil
-}
 
 // lockLimits locks the limit rows of keys, in key order, and returns those it locked. With skipLocked,
 // rows another transaction holds are left out rather than waited for.
@@ -117,15 +53,17 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
 	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
 		), taken AS (
-			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held) RETURNING r.key, r.count, r.reserved, r.refund
+			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held)
+			RETURNING r.key, r.count, r.reserved, r.refund, r.refund_output
 		), sums AS MATERIALIZED (
-			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund
+			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund,
+				sum(refund_output)::float8 AS refund_output
 			FROM taken GROUP BY key
 		), clock AS MATERIALIZED ( -- after every lock and the ledger's delete: it reads both to their end
 			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
 			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums
 		)
-		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), c.now
+		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0), c.now
 		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
 	if err != nil {
 		return nil, now, false, err
@@ -138,7 +76,7 @@ func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, held map[string]*l
 			rel   throttle.Released
 			count int64
 		)
-		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &now)
+		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &now)
 		if err != nil {
 			return nil, now, false, err
 		}
@@ -166,60 +104,9 @@ func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, 
 		r := rows[k]
 		r.state, r.dirty = r.limit.ReleaseMany(r.state, now, sum), true
 		r.refunded += sum.Refund
+		r.refundedOutput += sum.RefundOutput
 	}
 	return len(sums) > 0
-}
-
-// saveLimits writes back the state of every dirty row, in one statement.
-func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) error {
-	args := limitStateArgs(rows)
-	if len(args[0].([]string)) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, q.s(saveLimitsSQL), args...)
-	return err
-}
-
-// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $9.
-const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
-	request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
-	inflight_count = u.inflight_count, inflight_tokens = u.inflight_tokens, paused_until = u.paused_until,
-	vtime = u.vtime, updated_at = now()
-	FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[], $8::timestamptz[], $9::float8[])
-		AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime)
-	WHERE l.key = u.key`
-
-// limitStateArgs are the arguments of saveLimitsSQL: the state of every dirty row, in key order.
-func limitStateArgs(rows map[string]*limitRow) []any {
-	var (
-		keys                   = []string{}
-		reqLevel, tokLevel, vt []float64
-		reqAt, tokAt, paused   []*time.Time
-		inflightN              []int32
-		inflightTok            []int64
-	)
-	opt := func(t time.Time) *time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		return &t
-	}
-	for _, k := range slices.Sorted(maps.Keys(rows)) {
-		r := rows[k]
-		if !r.dirty {
-			continue
-		}
-		keys = append(keys, r.limit.Key)
-		reqLevel = append(reqLevel, r.state.Requests.Level)
-		reqAt = append(reqAt, opt(r.state.Requests.At))
-		tokLevel = append(tokLevel, r.state.Tokens.Level)
-		tokAt = append(tokAt, opt(r.state.Tokens.At))
-		inflightN = append(inflightN, int32(r.state.InflightCount))
-		inflightTok = append(inflightTok, r.state.InflightTokens)
-		paused = append(paused, opt(r.state.PausedUntil))
-		vt = append(vt, r.vtime)
-	}
-	return []any{keys, reqLevel, reqAt, tokLevel, tokAt, inflightN, inflightTok, paused, vt}
 }
 
 // UpsertLimits creates the limits or, for keys that exist, replaces their configuration. The admission
@@ -253,14 +140,8 @@ func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttl
 		sorted := slices.Clone(limits)
 		slices.SortFunc(sorted, func(a, b throttle.Limit) int { return cmpString(a.Key, b.Key) })
 		for _, l := range sorted {
-			_, err := tx.Exec(ctx, q.s(`INSERT INTO {s}.sluice_limit
-				(key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)
-				ON CONFLICT (key) DO UPDATE SET max_concurrent = excluded.max_concurrent,
-					requests_per_second = excluded.requests_per_second, burst = excluded.burst,
-					tokens_per_minute = excluded.tokens_per_minute, token_burst = excluded.token_burst,
-					max_inflight_tokens = excluded.max_inflight_tokens, updated_at = now()`),
-				l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens)
+			_, err := tx.Exec(ctx, q.s(insertLimitSQL+` ON CONFLICT (key) DO UPDATE SET `+limitConfigUpdate+`, updated_at = now()`),
+				limitConfigArgs(l)...)
 			if err != nil {
 				return fmt.Errorf("sluice: upsert limit %q: %w", l.Key, err)
 			}
@@ -282,12 +163,10 @@ func (q *Queue) EnsureLimits(ctx context.Context, limits ...throttle.Limit) erro
 			return fmt.Errorf("sluice: limits[%d]: %w", i, err)
 		}
 		keys[i] = l.Key
-		vals[i] = []any{l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens}
+		vals[i] = limitConfigArgs(l)
 	}
 	for _, v := range vals {
-		if _, err := q.pool.Exec(ctx, q.s(`INSERT INTO {s}.sluice_limit
-			(key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key) DO NOTHING`), v...); err != nil {
+		if _, err := q.pool.Exec(ctx, q.s(insertLimitSQL+` ON CONFLICT (key) DO NOTHING`), v...); err != nil {
 			return fmt.Errorf("sluice: ensure limit %q: %w", v[0], err)
 		}
 	}

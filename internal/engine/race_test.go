@@ -37,6 +37,8 @@ func TestQueue_ClaimRace(t *testing.T) {
 		{Key: "shared", MaxConcurrent: 6, MaxInflightTokens: 2500},
 		{Key: "rps", RequestsPerSecond: 400, Burst: 20},
 		{Key: "tpm", TokensPerMinute: 6_000_000, TokenBurst: 5000}, // 100k tokens/s
+		// Input and output metered apart, as Anthropic does: 60k input and 20k output tokens/s.
+		{Key: "itpm-otpm", InputTokensPerMinute: 3_600_000, InputTokenBurst: 3000, OutputTokensPerMinute: 1_200_000, OutputTokenBurst: 1500},
 		{Key: "tenant:0", MaxConcurrent: 2},
 		{Key: "tenant:1", MaxConcurrent: 2},
 		{Key: "tenant:2", MaxConcurrent: 1},
@@ -52,11 +54,12 @@ func TestQueue_ClaimRace(t *testing.T) {
 	require.NoError(t, q.UpsertLimits(ctx, limits...))
 
 	rng := rand.New(rand.NewPCG(1, 2))
-	shapes := [][]string{{"shared"}, {"shared", "tenant:0"}, {"shared", "tenant:1"}, {"tenant:2", "shared"}, {"rps"}, {"tpm"}, {"rps", "tpm"}}
+	shapes := [][]string{{"shared"}, {"shared", "tenant:0"}, {"shared", "tenant:1"}, {"tenant:2", "shared"}, {"rps"}, {"tpm"}, {"rps", "tpm"}, {"itpm-otpm"}, {"itpm-otpm", "tpm"}}
 	for i := range nTickets {
 		keys := shapes[rng.IntN(len(shapes))]
+		cost := int64(1 + rng.IntN(800))
 		_, err := q.Enqueue(ctx, engine.EnqueueParams{
-			LimitKeys: keys, Cost: int64(1 + rng.IntN(800)), Owner: fmt.Sprintf("w%d", i%claimers),
+			LimitKeys: keys, Cost: cost, OutputCost: rng.Int64N(cost + 1), Owner: fmt.Sprintf("w%d", i%claimers),
 			Priority: rng.IntN(3), FairnessKey: fmt.Sprintf("f%d", rng.IntN(4)),
 		})
 		require.NoError(t, err)
@@ -124,11 +127,13 @@ func TestQueue_ClaimRace(t *testing.T) {
 				}
 				for _, tk := range res.Admitted {
 					work := time.Duration(rng.IntN(1500)) * time.Microsecond
-					// Real usage at or above the estimate: debt only, so admitted estimates bound the rate.
-					actual := tk.Cost + int64(rng.IntN(int(tk.Cost/2)+1))
+					// Real usage at or above the estimate, in each dimension: debt only, so admitted
+					// estimates bound the rates.
+					extra := int64(rng.IntN(int(tk.Cost/2) + 1))
+					actual, output := tk.Cost+extra, tk.OutputCost+rng.Int64N(extra+1)
 					running.Go(func() {
 						time.Sleep(work) // the activity's own work
-						if err := cq.Complete(ctx, engine.CompleteParams{TicketID: tk.ID, ActualCost: actual}); err != nil {
+						if err := cq.Complete(ctx, engine.CompleteParams{TicketID: tk.ID, ActualCost: actual, ActualOutput: output}); err != nil {
 							violate("complete %d: %v", tk.ID, err)
 						}
 						done.Add(1)
@@ -155,22 +160,22 @@ func TestQueue_ClaimRace(t *testing.T) {
 
 	// Replay the tickets' instants per key.
 	type iv struct {
-		start, end time.Time
-		cost       int64
+		start, end   time.Time
+		cost, output int64
 	}
 	per := map[string][]iv{}
-	rows, err := pool.Query(ctx, `SELECT limit_keys, admitted_at, finished_at, cost, state FROM `+schema+`.sluice_ticket`)
+	rows, err := pool.Query(ctx, `SELECT limit_keys, admitted_at, finished_at, cost, output_cost, state FROM `+schema+`.sluice_ticket`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var keys []string
 		var a, f time.Time
-		var cost int64
+		var cost, output int64
 		var state string
-		require.NoError(t, rows.Scan(&keys, &a, &f, &cost, &state))
+		require.NoError(t, rows.Scan(&keys, &a, &f, &cost, &output, &state))
 		require.Equal(t, "finished", state)
 		require.False(t, f.Before(a))
 		for _, k := range keys {
-			per[k] = append(per[k], iv{a, f, cost})
+			per[k] = append(per[k], iv{a, f, cost, output})
 		}
 	}
 	require.NoError(t, rows.Err())
@@ -212,22 +217,29 @@ func TestQueue_ClaimRace(t *testing.T) {
 		}
 		// Rates over every window between two admissions.
 		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
-		if l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 {
+		if l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 {
 			continue
 		}
 		slices.SortFunc(ivs, func(a, b iv) int { return a.start.Compare(b.start) })
 		for i := range ivs {
-			var reqs float64
-			var toks float64
+			var reqs, toks, in, out float64
 			for j := i; j < len(ivs); j++ {
 				w := ivs[j].start.Sub(ivs[i].start).Seconds()
 				reqs++
 				toks += float64(ivs[j].cost)
+				in += float64(ivs[j].cost - ivs[j].output)
+				out += float64(ivs[j].output)
 				if l.RequestsPerSecond > 0 {
 					require.LessOrEqual(t, reqs, l.Burst+l.RequestsPerSecond*w+1e-6, "key %q: %v requests in %.6fs", key, reqs, w)
 				}
 				if l.TokensPerMinute > 0 {
 					require.LessOrEqual(t, toks, l.TokenBurst+l.TokensPerMinute/60*w+1e-3, "key %q: %v tokens in %.6fs", key, toks, w)
+				}
+				if l.InputTokensPerMinute > 0 {
+					require.LessOrEqual(t, in, l.InputTokenBurst+l.InputTokensPerMinute/60*w+1e-3, "key %q: %v input tokens in %.6fs", key, in, w)
+				}
+				if l.OutputTokensPerMinute > 0 {
+					require.LessOrEqual(t, out, l.OutputTokenBurst+l.OutputTokensPerMinute/60*w+1e-3, "key %q: %v output tokens in %.6fs", key, out, w)
 				}
 			}
 		}

@@ -27,11 +27,14 @@ type KeyStatus struct {
 	// whole line's oldest unless priorities put older tickets further back); zero when none waits.
 	OldestQueued time.Time
 	// HeadWaitReason is why the ticket at the head of the line last waited ("concurrency", "rate",
-	// "tokens", "inflight_tokens", "paused"); empty when none waits or no claim has looked at it yet.
+	// "tokens", "input_tokens", "output_tokens", "inflight_tokens", "paused"); empty when none waits
+	// or no claim has looked at it yet.
 	HeadWaitReason string
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
 	// tickets, and the tokens they reserved less what reported usage gave back.
 	RequestsLastMinute, TokensLastMinute int64
+	// InputTokensLastMinute and OutputTokensLastMinute are TokensLastMinute's input and output parts.
+	InputTokensLastMinute, OutputTokensLastMinute int64
 	// Now is the database's clock when the status was read.
 	Now time.Time
 }
@@ -45,8 +48,13 @@ const statusColumns = `,
 		ORDER BY t.priority, t.vstart, t.seq LIMIT ` + statusOldestAmong + `) head),
 	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
 		ORDER BY t.priority, t.vstart, t.seq LIMIT 1),
-	(SELECT coalesce(sum(u.requests), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2),
-	(SELECT coalesce(sum(u.tokens), 0)::bigint FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2)`
+	u.requests, u.tokens, u.input_tokens, u.output_tokens`
+
+// statusUsage sums the usage history of the row aliased l over the minute after $2, joined LATERAL.
+const statusUsage = ` CROSS JOIN LATERAL (SELECT coalesce(sum(u.requests), 0)::bigint AS requests,
+	coalesce(sum(u.tokens), 0)::bigint AS tokens, coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens,
+	coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens
+	FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2) u`
 
 // statusOldestAmong bounds the tickets OldestQueued looks at: those at the head of the line, read in
 // the line index's order. The minimum over a whole line of a million reads a million rows.
@@ -69,7 +77,7 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			return err
 		}
 		rows, err := tx.Query(ctx, q.s(statusHeld+`SELECT `+limitReadColumns+statusColumns+` FROM {s}.sluice_limit l
-			LEFT JOIN held h ON h.held_key = l.key WHERE coalesce(cardinality($1::text[]), 0) = 0 OR l.key = ANY($1) ORDER BY l.key`), keys, now.Add(-time.Minute))
+			LEFT JOIN held h ON h.held_key = l.key`+statusUsage+` WHERE coalesce(cardinality($1::text[]), 0) = 0 OR l.key = ANY($1) ORDER BY l.key`), keys, now.Add(-time.Minute))
 		if err != nil {
 			return err
 		}
@@ -78,7 +86,8 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			var s KeyStatus
 			var oldest *time.Time
 			var reason *string
-			r, err := scanLimit(rows, &s.Queued, &s.Admitted, &s.Running, &oldest, &reason, &s.RequestsLastMinute, &s.TokensLastMinute)
+			r, err := scanLimit(rows, &s.Queued, &s.Admitted, &s.Running, &oldest, &reason, &s.RequestsLastMinute, &s.TokensLastMinute,
+				&s.InputTokensLastMinute, &s.OutputTokensLastMinute)
 			if err != nil {
 				return err
 			}
@@ -114,11 +123,12 @@ func unknownKeys[T any](asked []string, found []T, key func(T) string) error {
 }
 
 // UsagePoint is what a key admitted during one step of a usage series: tickets, and the tokens they
-// reserved.
+// reserved, in all and by dimension.
 type UsagePoint struct {
-	At       time.Time // the step's start
-	Requests int64
-	Tokens   int64
+	At                        time.Time // the step's start
+	Requests                  int64
+	Tokens                    int64
+	InputTokens, OutputTokens int64
 }
 
 // Usage returns, for each of keys, what it admitted per step over the window before the database's
@@ -138,7 +148,8 @@ func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Dura
 	epoch := time.Unix(0, 0).UTC()
 	last := epoch.Add(now.Sub(epoch).Truncate(step))
 	first := last.Add(-time.Duration(n-1) * step)
-	rows, err := q.pool.Query(ctx, q.s(`SELECT key, date_bin($4::interval, second, 'epoch'::timestamptz), sum(requests)::bigint, sum(tokens)::bigint
+	rows, err := q.pool.Query(ctx, q.s(`SELECT key, date_bin($4::interval, second, 'epoch'::timestamptz), sum(requests)::bigint, sum(tokens)::bigint,
+			sum(input_tokens)::bigint, sum(output_tokens)::bigint
 		FROM {s}.sluice_usage WHERE key = ANY($1) AND second >= $2 AND second <= $3 GROUP BY 1, 2`),
 		keys, first, now, step)
 	if err != nil {
@@ -155,13 +166,15 @@ func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Dura
 	for rows.Next() {
 		var k string
 		var p UsagePoint
-		if err := rows.Scan(&k, &p.At, &p.Requests, &p.Tokens); err != nil {
+		if err := rows.Scan(&k, &p.At, &p.Requests, &p.Tokens, &p.InputTokens, &p.OutputTokens); err != nil {
 			rows.Close()
 			return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
 		}
 		if d := p.At.Sub(first); d >= 0 && int(d/step) < n {
 			i := int(d / step)
-			out[k][i].Requests, out[k][i].Tokens = out[k][i].Requests+p.Requests, out[k][i].Tokens+p.Tokens
+			o := &out[k][i]
+			o.Requests, o.Tokens, o.InputTokens, o.OutputTokens = o.Requests+p.Requests, o.Tokens+p.Tokens,
+				o.InputTokens+p.InputTokens, o.OutputTokens+p.OutputTokens
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -54,7 +54,7 @@ func TestQueue_Status(t *testing.T) {
 	require.Len(t, series["k"], 12)
 	last := series["k"][11]
 	require.Equal(t, t0, last.At, "the last step holds now")
-	require.Equal(t, engine.UsagePoint{At: t0, Requests: 2, Tokens: 600}, last)
+	require.Equal(t, engine.UsagePoint{At: t0, Requests: 2, Tokens: 600, InputTokens: 600}, last, "a cost given as one figure is input")
 	require.Equal(t, engine.UsagePoint{At: t0.Add(-110 * time.Second)}, series["k"][0])
 	// A step that does not divide a day still aligns on the Unix epoch, as the database bins.
 	series, _, err = q.Usage(ctx, []string{"k"}, 70*time.Second, 7*time.Second)
@@ -122,7 +122,7 @@ func TestQueue_Status(t *testing.T) {
 	require.Zero(t, st[0].RequestsLastMinute)
 	series, _, err = q.Usage(ctx, []string{"k"}, 5*time.Minute, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, engine.UsagePoint{At: t0, Requests: 3, Tokens: 350}, series["k"][17])
+	require.Equal(t, engine.UsagePoint{At: t0, Requests: 3, Tokens: 350, InputTokens: 350}, series["k"][17])
 
 	// Prune keeps an hour of it.
 	b.clock.Add(engine.UsageHistory)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // TicketState is where a ticket is in its life.
@@ -46,9 +48,12 @@ type Ticket struct {
 	// LineKey is the limit whose line the ticket waits in: the first of LimitKeys.
 	LineKey   string
 	LimitKeys []string
-	// Cost is the reservation in tokens; ActualCost the usage reported at completion, -1 when none was.
+	// Cost is the reservation in tokens, in all; ActualCost the usage reported at completion, in all,
+	// -1 when none was. OutputCost and ActualOutput are their parts of output tokens; the rest is input.
 	Cost         int64
 	ActualCost   int64
+	OutputCost   int64
+	ActualOutput int64
 	Priority     int
 	FairnessKey  string
 	VStart       float64
@@ -79,7 +84,12 @@ type Ticket struct {
 const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_cost, -1), priority, fairness_key, vstart, seq,
 	owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
 	nullif(not_before, '-infinity'), enqueued_at, admitted_at, finished_at, coalesce(outcome_kind, ''), outcome,
-	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, '')`
+	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, ''), output_cost, coalesce(actual_output, 0)`
+
+// Reserved is the ticket's reservation by dimension.
+func (t Ticket) Reserved() throttle.Cost {
+	return throttle.Cost{Input: t.Cost - t.OutputCost, Output: t.OutputCost}
+}
 
 func scanTicket(row pgx.Row) (Ticket, error) {
 	var (
@@ -90,7 +100,7 @@ func scanTicket(row pgx.Row) (Ticket, error) {
 	err := row.Scan(&t.ID, &state, &t.LineKey, &t.LimitKeys, &t.Cost, &t.ActualCost, &t.Priority, &t.FairnessKey,
 		&t.VStart, &t.Seq, &t.Owner, &t.Namespace, &t.WorkflowID, &t.RunID, &t.ActivityID, &t.ActivityType,
 		&t.Attempt, &t.TaskToken, &deadline, &notBefore, &t.EnqueuedAt, &admitted, &finished, &t.OutcomeKind,
-		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason)
+		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason, &t.OutputCost, &t.ActualOutput)
 	t.State = TicketState(state)
 	t.EnqueuedAt = t.EnqueuedAt.UTC()
 	for _, p := range []struct {
