@@ -21,6 +21,17 @@
 //	w.RegisterActivity(Summarize)
 //	return w.Run(worker.InterruptCh()) // migrates the schema and upserts the limits, then polls
 //
+// A provider that meters input and output tokens apart (Anthropic's ITPM and OTPM) takes a limit with
+// InputTokensPerMinute and OutputTokensPerMinute, and a route whose Tokens gives both parts:
+//
+//	Limits: []throttle.Limit{{Key: "anthropic", RequestsPerSecond: 50, InputTokensPerMinute: 400_000, OutputTokensPerMinute: 80_000}},
+//	Routes: map[string]sluiceinterceptor.Route{
+//		"AskClaude": {Limits: []string{"anthropic"}, Tokens: func(args []any) (throttle.Cost, error) {
+//			q := args[0].(Question)
+//			return throttle.Cost{Input: q.InputTokens, Output: q.MaxTokens}, nil // prompt, max_tokens
+//		}},
+//	},
+//
 // # How an activity runs
 //
 // For a routed activity type, the interceptor writes an admission ticket to Postgres and returns
