@@ -110,3 +110,29 @@ func TestMigration006_KeepsSingleBudgetLimits(t *testing.T) {
 	require.Zero(t, st.State.OutputTokens)
 	requireHealthy(t, q)
 }
+
+// What the provider says remains counts what finished calls gave back: Observe folds the releases
+// pending in the ledger before it lowers the buckets, so that a later claim does not give them back a
+// second time.
+func TestQueue_ObserveFoldsPendingReleasesFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, _ := setup(t, throttle.Limit{Key: "anthropic", OutputTokensPerMinute: 6_000, OutputTokenBurst: 3_000})
+	tk := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"anthropic"}, Cost: 1_000, OutputCost: 1_000})
+	require.Len(t, claim(t, q, engine.ClaimParams{}).Admitted, 1)
+	// Used 400 of its 1,000: 600 wait in the ledger for the next claim.
+	require.NoError(t, q.Complete(ctx, engine.CompleteParams{TicketID: tk.ID, ActualCost: 400, ActualOutput: 400, OutcomeKind: engine.OutcomeCompleted}))
+
+	require.NoError(t, q.Observe(ctx, "anthropic", throttle.RateLimitInfo{
+		OutputTokens: throttle.TokenWindow{Limit: 6_000, Remaining: 2_500, HasRemaining: true}}))
+	st, err := q.LimitStatus(ctx, "anthropic")
+	require.NoError(t, err)
+	require.InDelta(t, 2_500, st.State.OutputTokens.Level, 1e-9, "the provider's figure, the refund not added again")
+	var pending int
+	require.NoError(t, q.Pool().QueryRow(ctx, `SELECT count(*) FROM `+q.Schema()+`.sluice_release`).Scan(&pending))
+	require.Zero(t, pending)
+	var output int64
+	require.NoError(t, q.Pool().QueryRow(ctx, `SELECT sum(output_tokens) FROM `+q.Schema()+`.sluice_usage`).Scan(&output))
+	require.Equal(t, int64(400), output, "the refund is in the usage history")
+	requireHealthy(t, q)
+}
