@@ -2,76 +2,20 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	stdlog "log"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 
-	"github.com/sluicehq/sluice/internal/temporaltest"
+	"github.com/sluicehq/sluice/internal/demoenv"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
-// withDemoEnv runs fn with a pool on the Postgres at dbURL, a Sluice schema of its own (dropped at
-// the end) and a client of the Temporal server at temporalAddr.
+// withDemoEnv runs fn with a pool on the Postgres at dbURL, a Sluice schema of its own (dropped at the
+// end) and a client of the Temporal server at temporalAddr (demoenv.With).
 func withDemoEnv(ctx context.Context, dbURL, temporalAddr string, fn func(*pgxpool.Pool, *pgqueue.Queue, client.Client) error) error {
-	pcfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return err
-	}
-	pcfg.MaxConns = max(pcfg.MaxConns, 16)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	schema := "sluice_demo_" + randomHex(4)
-	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: schema}); err != nil {
-		return err
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			stdlog.Printf("drop schema %s: %v", schema, err)
-		}
-	}()
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
-	if err != nil {
-		return err
-	}
-	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: quietLogger{temporaltest.QuietLogger()}})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return fn(pool, q, c)
+	return demoenv.With(ctx, dbURL, temporalAddr, "sluice_demo_", fn)
 }
 
-// quietLogger is temporaltest.QuietLogger without the SDK's "Activity error." line, which it logs
-// for every 429 that Temporal retries: hundreds of them in the none mode.
-type quietLogger struct{ log.Logger }
+func randomHex(n int) string { return demoenv.RandomHex(n) }
 
-func (l quietLogger) Error(msg string, keyvals ...any) {
-	if msg != "Activity error." {
-		l.Logger.Error(msg, keyvals...)
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func round(v float64, places int) float64 {
-	p := 1.0
-	for range places {
-		p *= 10
-	}
-	return float64(int64(v*p+0.5)) / p
-}
+func round(v float64, places int) float64 { return demoenv.Round(v, places) }

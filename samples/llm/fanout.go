@@ -66,7 +66,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Docs: 120, MinLen: 200, MaxLen: 8000, Seed: 42,
-		TPM: 60_000, RPM: 300, MaxTokens: 256,
+		TPM: 45_000, RPM: 300, MaxTokens: 256,
 		Provider: ProviderConfig{BurstSeconds: 10, BaseLatency: 100 * time.Millisecond, PerToken: 2 * time.Millisecond},
 		Modes:    []string{ModeNone, ModeTemporal, ModeSluice},
 		Progress: 2 * time.Second, Window: 10 * time.Second,
@@ -77,7 +77,7 @@ func DefaultConfig() Config {
 func ShortConfig() Config {
 	c := DefaultConfig()
 	c.Docs, c.MinLen, c.MaxLen = 12, 200, 2000
-	c.TPM, c.RPM, c.MaxTokens = 12_000, 120, 128
+	c.TPM, c.RPM, c.MaxTokens = 10_000, 120, 128
 	c.Provider.BaseLatency, c.Provider.PerToken = 50*time.Millisecond, time.Millisecond
 	c.Progress, c.Window = time.Second, 5*time.Second
 	return c

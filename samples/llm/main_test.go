@@ -66,6 +66,8 @@ func TestResultJSON(t *testing.T) {
 		keys(Result{Mode: ModeSluice, Tokens: 7}))
 	require.ElementsMatch(t, []string{"scenario", "mode", "interactive_p50_s", "interactive_p95_s", "interactive_max_s",
 		"provider_answer_p95_s", "batch_s", "batch_floor_s", "rate_limited", "retries", "wasted_calls", "quota_share_pct",
-		"smallest_tenant", "smallest_tenant_s", "smallest_tenant_fair_s", "largest_tenant_s", "summaries", "docs", "answers", "questions"},
+		"smallest_tenant", "smallest_tenant_s", "smallest_tenant_fair_s", "largest_tenant_s",
+		"input_estimate_error_mean_pct", "input_estimate_error_max_pct", "chars_div4_error_mean_pct", "chars_div4_error_max_pct",
+		"summaries", "docs", "answers", "questions"},
 		keys(SharedResult{TPM: []Point{{1, 2}}, Latencies: []float64{1}}))
 }

@@ -56,10 +56,12 @@ type tokenEvent struct {
 
 // Provider is a fake OpenAI-compatible chat completions API that enforces its quotas the way real
 // providers do: a request bucket and a token bucket, both continuously refilled. A call is charged
-// one request whether or not it succeeds, and its prompt tokens (chars/4 of the messages) plus its
-// max_tokens at admission; the unused part of max_tokens is given back when the call completes (as
-// Anthropic adjusts its output-token estimate at the end of a request). A call that does not fit gets
-// 429 with Retry-After and retry-after-ms; every response carries OpenAI's x-ratelimit-* headers.
+// one request whether or not it succeeds, and its prompt tokens (counted as OpenAI counts them, in
+// the encoding of the request's model: PromptTokens) plus its max_tokens at admission; the unused
+// part of max_tokens is given back when the call completes (as Anthropic adjusts its output-token
+// estimate at the end of a request). A call that does not fit gets 429 with Retry-After and
+// retry-after-ms; every response carries OpenAI's x-ratelimit-* headers. A model the tokenizer does
+// not know gets 404, as OpenAI answers for a model that does not exist.
 type Provider struct {
 	cfg ProviderConfig
 	srv *httptest.Server
@@ -131,6 +133,7 @@ type chatRequest struct {
 	Messages []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Name    string          `json:"name"`
 	} `json:"messages"`
 	MaxTokens           int64 `json:"max_tokens"`
 	MaxCompletionTokens int64 `json:"max_completion_tokens"`
@@ -151,13 +154,6 @@ func text(raw json.RawMessage) string {
 		b.WriteString(part.Text)
 	}
 	return b.String()
-}
-
-// CallTokens is how the provider counts a call whose messages hold chars characters: chars/4 prompt
-// tokens, rounded up, and a completion that grows with the prompt, up to maxTokens.
-func CallTokens(chars int, maxTokens int64) (prompt, completion int64) {
-	prompt = int64(math.Ceil(float64(chars) / 4))
-	return prompt, min(maxTokens, 32+prompt/10)
 }
 
 // Point is one sample of a series over time: At seconds after its start, V the value.
@@ -214,17 +210,21 @@ func (p *Provider) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "could not parse the JSON body: "+err.Error())
 		return
 	}
-	chars := 0
+	msgs := make([]promptMessage, len(req.Messages))
 	var user string
-	for _, m := range req.Messages {
-		t := text(m.Content)
-		chars += len(t)
+	for i, m := range req.Messages {
+		msgs[i] = promptMessage{Role: m.Role, Content: text(m.Content), Name: m.Name}
 		if m.Role == "user" {
-			user = t
+			user = msgs[i].Content
 		}
 	}
+	prompt, err := PromptTokens(req.Model, msgs)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "model_not_found", fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", req.Model))
+		return
+	}
 	maxTokens := cmpOr(req.MaxCompletionTokens, req.MaxTokens, DefaultMaxTokens)
-	prompt, completion := CallTokens(chars, maxTokens)
+	completion := CompletionTokens(prompt, maxTokens)
 	charge := float64(prompt + maxTokens)
 
 	p.mu.Lock()

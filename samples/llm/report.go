@@ -171,7 +171,10 @@ func writeReport(w io.Writer, cfg SharedConfig, rs []SharedResult) error {
 	floor := ""
 	if len(rs) > 0 {
 		floor = fmt.Sprintf("The batch floor, %.1f s, is the least time the quota allows for every call of the run: the "+
-			"provider's buckets start full (%.0f s worth), then tokens and requests come at the quota's rate.",
+			"provider's buckets start full (%.0f s worth), then tokens and requests come at the quota's rate. "+
+			"The input estimate error is the route's estimate of each call's prompt tokens (openaicost) against the "+
+			"provider's count, in percent of it; the chars/4 error is what the heuristic the routes used before would "+
+			"have been on the same calls.",
 			rs[0].BatchFloor, cfg.Provider.BurstSeconds)
 	}
 	return reportTemplate.Execute(w, map[string]any{

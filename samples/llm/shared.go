@@ -42,12 +42,13 @@ type SharedConfig struct {
 	Progress        time.Duration // how often a progress line is printed; 0: never
 }
 
-// DefaultSharedConfig is the full scenario: about a minute per mode at the quota.
+// DefaultSharedConfig is the full scenario: about a minute per mode at the quota. The quota is set so
+// that the run's tokens (about 118,000, as the provider counts them) bind: the floor is 57.6 s.
 func DefaultSharedConfig() SharedConfig {
 	return SharedConfig{
 		Tenants: []Tenant{{"acme", 150}, {"globex", 30}, {"initech", 25}, {"umbrella", 20}, {"hooli", 10}},
 		MinLen:  200, MaxLen: 8000, Seed: 7,
-		TPM: 150_000, RPM: 600, MaxTokens: 256, AnswerMaxTokens: 128,
+		TPM: 105_000, RPM: 600, MaxTokens: 256, AnswerMaxTokens: 128,
 		Questions: 50, QuestionChars: 400, Delay: 3 * time.Second, Every: time.Second,
 		Replicas: 3,
 		Provider: ProviderConfig{BurstSeconds: 10, BaseLatency: 100 * time.Millisecond, PerToken: 2 * time.Millisecond},
@@ -61,7 +62,7 @@ func ShortSharedConfig() SharedConfig {
 	c := DefaultSharedConfig()
 	c.Tenants = []Tenant{{"acme", 14}, {"globex", 4}, {"hooli", 2}}
 	c.MinLen, c.MaxLen = 200, 2000
-	c.TPM, c.RPM, c.MaxTokens, c.AnswerMaxTokens = 24_000, 240, 128, 64
+	c.TPM, c.RPM, c.MaxTokens, c.AnswerMaxTokens = 18_000, 240, 128, 64
 	c.Questions, c.QuestionChars, c.Delay, c.Every = 6, 200, time.Second, 500*time.Millisecond
 	c.Provider.BaseLatency, c.Provider.PerToken = 50*time.Millisecond, time.Millisecond
 	c.Progress = 0
@@ -92,14 +93,50 @@ func (c SharedConfig) validate() error {
 type sharedWork struct {
 	docs      map[string][]Document // by tenant
 	questions []Question
+	// docTokens and answerTokens are each call's tokens as the provider counts them (its prompt and
+	// the completion it writes), parallel to docs and questions: the floor, the fair-share bound and
+	// the temporal mode's rates are computed from them.
+	docTokens    map[string][]int64
+	answerTokens []int64
 }
 
-func (c SharedConfig) work() sharedWork {
-	w := sharedWork{docs: map[string][]Document{}, questions: Questions(c.Questions, c.QuestionChars, c.Seed)}
+func (c SharedConfig) work() (sharedWork, error) {
+	docs := map[string][]Document{}
 	for i, t := range c.Tenants {
-		w.docs[t.Name] = Documents(t.Docs, c.MinLen, c.MaxLen, c.Seed+uint64(i)+1)
+		docs[t.Name] = Documents(t.Docs, c.MinLen, c.MaxLen, c.Seed+uint64(i)+1)
 	}
-	return w
+	return newSharedWork(docs, Questions(c.Questions, c.QuestionChars, c.Seed), c.MaxTokens, c.AnswerMaxTokens)
+}
+
+// newSharedWork is the work of docs and questions, with the provider's count of each call.
+func newSharedWork(docs map[string][]Document, questions []Question, maxTokens, answerMaxTokens int64) (sharedWork, error) {
+	w := sharedWork{docs: docs, questions: questions, docTokens: map[string][]int64{}}
+	for tenant, ds := range docs {
+		for _, d := range ds {
+			p, c, err := callTokens(systemPrompt, instruction+d.Text, maxTokens)
+			if err != nil {
+				return sharedWork{}, err
+			}
+			w.docTokens[tenant] = append(w.docTokens[tenant], p+c)
+		}
+	}
+	for _, q := range questions {
+		p, c, err := callTokens(answerSystemPrompt, q.Text, answerMaxTokens)
+		if err != nil {
+			return sharedWork{}, err
+		}
+		w.answerTokens = append(w.answerTokens, p+c)
+	}
+	return w, nil
+}
+
+// sum is the sum of vs.
+func sum(vs []int64) float64 {
+	var s float64
+	for _, v := range vs {
+		s += float64(v)
+	}
+	return s
 }
 
 // SharedLimit is the sluice mode's one limit on the provider account: its request rate with a small
@@ -217,25 +254,13 @@ func (r *sharedRun) startReplicas(c client.Client, pool *pgxpool.Pool, q *pgqueu
 func temporalRates(cfg SharedConfig, work sharedWork) (batch, answer float64) {
 	answer = 2 / cfg.Every.Seconds()
 	var batchTokens, docs float64
-	for _, ds := range work.docs {
-		for _, d := range ds {
-			batchTokens += float64(callTokensOf(systemPrompt, instruction+d.Text, cfg.MaxTokens))
-			docs++
-		}
+	for _, ts := range work.docTokens {
+		batchTokens += sum(ts)
+		docs += float64(len(ts))
 	}
-	var answerTokens float64
-	for _, q := range work.questions {
-		answerTokens += float64(callTokensOf(answerSystemPrompt, q.Text, cfg.AnswerMaxTokens))
-	}
-	answerTokensPerSecond := answerTokens / float64(len(work.questions)) / cfg.Every.Seconds()
+	answerTokensPerSecond := sum(work.answerTokens) / float64(len(work.answerTokens)) / cfg.Every.Seconds()
 	batch = (cfg.TPM/60 - answerTokensPerSecond) / (batchTokens / docs)
 	return min(batch, cfg.RPM/60-answer), answer
-}
-
-// callTokensOf is the tokens the provider counts for a call: prompt and completion.
-func callTokensOf(system, user string, maxTokens int64) int64 {
-	p, c := CallTokens(len(system)+len(user), maxTokens)
-	return p + c
 }
 
 // backfill runs one tenant's backfill workflow and records when it ended.

@@ -41,6 +41,15 @@ type SharedResult struct {
 	SmallestTenantDone float64 `json:"smallest_tenant_s"`
 	SmallestTenantFair float64 `json:"smallest_tenant_fair_s"`
 	LargestTenantDone  float64 `json:"largest_tenant_s"`
+	// InputErrorMean and InputErrorMax are the route estimate's error on input tokens: openaicost's
+	// count of a call's prompt against the provider's, the absolute difference in percent of the
+	// provider's count, mean and largest over the run's successful calls. CharsDiv4ErrorMean and
+	// CharsDiv4ErrorMax are what the chars/4 heuristic's would have been on the same calls (computed,
+	// not run). Lower is better.
+	InputErrorMean     float64 `json:"input_estimate_error_mean_pct"`
+	InputErrorMax      float64 `json:"input_estimate_error_max_pct"`
+	CharsDiv4ErrorMean float64 `json:"chars_div4_error_mean_pct"`
+	CharsDiv4ErrorMax  float64 `json:"chars_div4_error_max_pct"`
 	// Summaries and Answers count what completed, out of Docs and Questions.
 	Summaries int `json:"summaries"`
 	Docs      int `json:"docs"`
@@ -74,6 +83,9 @@ func (r *sharedRun) result(work sharedWork) SharedResult {
 	tl := r.provider.Timeline(r.start, 500*time.Millisecond, 10*time.Second)
 	bySize := slices.SortedFunc(slices.Values(r.cfg.Tenants), func(a, b Tenant) int { return a.Docs - b.Docs })
 	small, large := bySize[0].Name, bySize[len(bySize)-1].Name
+	inputs := r.llm.inputs.all()
+	estMean, estMax := inputError(inputs, func(c inputCount) int64 { return c.Estimate })
+	c4Mean, c4Max := inputError(inputs, func(c inputCount) int64 { return c.CharsDiv4 })
 	return SharedResult{
 		Scenario: "shared", Mode: r.mode,
 		InteractiveP50: round(quantile(lat, 0.5), 2), InteractiveP95: round(quantile(lat, 0.95), 2),
@@ -83,6 +95,8 @@ func (r *sharedRun) result(work sharedWork) SharedResult {
 		QuotaShare:     round(100*float64(r.provider.AcceptedBy(r.start.Add(batch)))/(r.cfg.TPM*batch.Minutes()), 1),
 		SmallestTenant: small, SmallestTenantDone: round(r.tenantAt[small].Seconds(), 1),
 		SmallestTenantFair: round(fairShare(r.cfg, work, small), 1), LargestTenantDone: round(r.tenantAt[large].Seconds(), 1),
+		InputErrorMean: round(estMean, 2), InputErrorMax: round(estMax, 2),
+		CharsDiv4ErrorMean: round(c4Mean, 2), CharsDiv4ErrorMax: round(c4Max, 2),
 		Summaries: r.batchN, Docs: docCount(work), Answers: r.answered, Questions: len(work.questions),
 		TPM: tl, Latencies: lat,
 	}
@@ -93,16 +107,10 @@ func (r *sharedRun) result(work sharedWork) SharedResult {
 // the provider's own count of every summary and every answer (the answers arrive while the backfill
 // runs).
 func sharedFloor(cfg SharedConfig, work sharedWork) float64 {
-	var tokens, requests float64
-	for _, ds := range work.docs {
-		for _, d := range ds {
-			tokens += float64(callTokensOf(systemPrompt, instruction+d.Text, cfg.MaxTokens))
-			requests++
-		}
-	}
-	for _, q := range work.questions {
-		tokens += float64(callTokensOf(answerSystemPrompt, q.Text, cfg.AnswerMaxTokens))
-		requests++
+	tokens, requests := sum(work.answerTokens), float64(len(work.answerTokens))
+	for _, ts := range work.docTokens {
+		tokens += sum(ts)
+		requests += float64(len(ts))
 	}
 	tokenRate, requestRate := cfg.TPM/60, cfg.RPM/60
 	byTokens := math.Max(0, tokens-tokenRate*cfg.Provider.BurstSeconds) / tokenRate
@@ -113,13 +121,7 @@ func sharedFloor(cfg SharedConfig, work sharedWork) float64 {
 // fairShare is when tenant's backfill ends if it gets exactly 1/len(Tenants) of the tokens the
 // backfill has (the quota less the answers' tokens), from the start: its tokens x tenants / that rate.
 func fairShare(cfg SharedConfig, work sharedWork, tenant string) float64 {
-	var own, answers float64
-	for _, d := range work.docs[tenant] {
-		own += float64(callTokensOf(systemPrompt, instruction+d.Text, cfg.MaxTokens))
-	}
-	for _, q := range work.questions {
-		answers += float64(callTokensOf(answerSystemPrompt, q.Text, cfg.AnswerMaxTokens))
-	}
+	own, answers := sum(work.docTokens[tenant]), sum(work.answerTokens)
 	answerRate := 0.0
 	if span := (cfg.Delay + time.Duration(len(work.questions))*cfg.Every).Seconds(); span > 0 {
 		answerRate = answers / span

@@ -18,9 +18,12 @@ func runAllShared(ctx context.Context, cfg SharedConfig, dbURL, temporalAddr str
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	work := cfg.work()
+	work, err := cfg.work()
+	if err != nil {
+		return nil, err
+	}
 	var out []SharedResult
-	err := withDemoEnv(ctx, dbURL, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
+	err = withDemoEnv(ctx, dbURL, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
 		for _, mode := range cfg.Modes {
 			res, err := runShared(ctx, cfg, mode, work, pool, q, c, progress)
 			if err != nil {
@@ -80,6 +83,10 @@ func resultTable(rs []SharedResult) []figureRow {
 		{"smallest tenant done", "s", "lower", func(r SharedResult) string { return f1(r.SmallestTenantDone) }},
 		{"its fair-share bound", "s", "at most", func(r SharedResult) string { return f1(r.SmallestTenantFair) }},
 		{"largest tenant done", "s", "", func(r SharedResult) string { return f1(r.LargestTenantDone) }},
+		{"input estimate error, mean", "%", "lower", func(r SharedResult) string { return f2(r.InputErrorMean) }},
+		{"input estimate error, max", "%", "lower", func(r SharedResult) string { return f2(r.InputErrorMax) }},
+		{"chars/4 error, mean", "%", "for comparison", func(r SharedResult) string { return f2(r.CharsDiv4ErrorMean) }},
+		{"chars/4 error, max", "%", "for comparison", func(r SharedResult) string { return f2(r.CharsDiv4ErrorMax) }},
 		{"summaries", "docs", "all", func(r SharedResult) string { return fmt.Sprintf("%d/%d", r.Summaries, r.Docs) }},
 		{"answers", "questions", "all", func(r SharedResult) string { return fmt.Sprintf("%d/%d", r.Answers, r.Questions) }},
 	}
@@ -110,6 +117,8 @@ func printSharedTable(w io.Writer, cfg SharedConfig, rs []SharedResult) {
 	}
 	fmt.Fprintf(w, "\nbatch floor: the least time the quota allows for all the run's calls (the provider's buckets start full,\n"+
 		"%.0f s worth, then refill at the quota). fair-share bound: when the smallest tenant's backfill ends with 1/%d of\n"+
-		"what the quota leaves the backfill. quota share: tokens accepted until the backfill ended / (quota x that time).\n",
+		"what the quota leaves the backfill. quota share: tokens accepted until the backfill ended / (quota x that time).\n"+
+		"input estimate error: |the route's estimate of a call's prompt tokens (openaicost) - the provider's count| / the\n"+
+		"provider's count, over the run's calls; chars/4 error: the same for the old chars/4 heuristic, computed, not run.\n",
 		cfg.Provider.BurstSeconds, len(cfg.Tenants))
 }

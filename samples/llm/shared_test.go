@@ -96,21 +96,37 @@ func TestSharedFigures(t *testing.T) {
 	require.Equal(t, 10.0, quantile(lat, 0.95))
 	require.Equal(t, 10.0, quantile(lat, 1))
 
-	p, c := CallTokens(400, 256)
-	require.Equal(t, int64(100), p)
-	require.Equal(t, int64(42), c, "32 + prompt/10")
-	_, c = CallTokens(40_000, 256)
-	require.Equal(t, int64(256), c, "capped by max_tokens")
+	require.Equal(t, int64(42), CompletionTokens(100, 256), "32 + prompt/10")
+	require.Equal(t, int64(256), CompletionTokens(10_000, 256), "capped by max_tokens")
 
 	// One tenant, 100 empty documents: each call is the prompt around them. The floor is the tokens
 	// past the full bucket at the quota's rate; the requests (6,000 a minute) do not bind.
 	cfg := SharedConfig{TPM: 6000, RPM: 6000, MaxTokens: 256, AnswerMaxTokens: 64, Every: time.Second,
 		Tenants: []Tenant{{"a", 100}, {"b", 100}}, Provider: ProviderConfig{BurstSeconds: 10}}
-	work := sharedWork{docs: map[string][]Document{"a": make([]Document, 100)}}
-	per := float64(callTokensOf(systemPrompt, instruction, cfg.MaxTokens))
+	work, err := newSharedWork(map[string][]Document{"a": make([]Document, 100)}, nil, cfg.MaxTokens, cfg.AnswerMaxTokens)
+	require.NoError(t, err)
+	prompt, completion, err := callTokens(systemPrompt, instruction, cfg.MaxTokens)
+	require.NoError(t, err)
+	per := float64(prompt + completion)
+	require.Equal(t, int64(per), work.docTokens["a"][99])
 	require.Greater(t, 100*per, 1000.0)
 	require.InDelta(t, (100*per-1000)/100, sharedFloor(cfg, work), 1e-9, "tokens bind: 100 a second, 1000 at first")
 	require.InDelta(t, 2*100*per/100, fairShare(cfg, work, "a"), 1e-9, "half the rate for each of two tenants")
+}
+
+// TestInputError checks the estimate-error figure on counts made by hand.
+func TestInputError(t *testing.T) {
+	require.Equal(t, int64(3), charsDiv4("ab", "cdefghij"), "10 characters: 2.5, rounded up")
+	cs := []inputCount{{Estimate: 100, CharsDiv4: 150, Provider: 100}, {Estimate: 90, CharsDiv4: 100, Provider: 100}}
+	mean, largest := inputError(cs, func(c inputCount) int64 { return c.Estimate })
+	require.InDelta(t, 5.0, mean, 1e-9)
+	require.InDelta(t, 10.0, largest, 1e-9)
+	mean, largest = inputError(cs, func(c inputCount) int64 { return c.CharsDiv4 })
+	require.InDelta(t, 25.0, mean, 1e-9)
+	require.InDelta(t, 50.0, largest, 1e-9)
+	mean, largest = inputError(nil, func(c inputCount) int64 { return c.Estimate })
+	require.Zero(t, mean)
+	require.Zero(t, largest)
 }
 
 // TestProviderTimeline checks the tokens-per-minute series on calls placed by hand.

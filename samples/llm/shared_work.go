@@ -111,7 +111,8 @@ func Questions(n, chars int, seed uint64) []Question {
 
 // sharedRoutes are the sluice mode's routes: both services draw on one limit, the assistant's
 // calls ahead of the backfill's (each route's priority is the activity's Temporal priority), and
-// the backfill's line shared fairly between tenants.
+// the backfill's line shared fairly between tenants. Each call reserves openaicost's estimate: its
+// prompt as OpenAI counts it, and its max_tokens.
 func sharedRoutes(maxTokens, answerMaxTokens int64) map[string]sluiceinterceptor.Route {
 	return map[string]sluiceinterceptor.Route{
 		"SummarizeDoc": {Limits: []string{"llm"}, Cost: func(args []any) (int64, error) {
@@ -119,7 +120,8 @@ func sharedRoutes(maxTokens, answerMaxTokens int64) map[string]sluiceinterceptor
 			if !ok {
 				return 0, fmt.Errorf("summarize: argument is a %T, not a TenantDoc", args[0])
 			}
-			return promptTokens(systemPrompt, instruction+d.Doc.Text) + maxTokens, nil
+			c, err := routeCost(systemPrompt, instruction+d.Doc.Text, maxTokens)
+			return c.Total(), err
 		}, FairnessKey: func(_ sluiceinterceptor.ActivityInfo, args []any) string {
 			if d, ok := args[0].(TenantDoc); ok {
 				return d.Tenant
@@ -131,17 +133,8 @@ func sharedRoutes(maxTokens, answerMaxTokens int64) map[string]sluiceinterceptor
 			if !ok {
 				return 0, fmt.Errorf("answer: argument is a %T, not a Question", args[0])
 			}
-			return promptTokens(answerSystemPrompt, q.Text) + answerMaxTokens, nil
+			c, err := routeCost(answerSystemPrompt, q.Text, answerMaxTokens)
+			return c.Total(), err
 		}},
 	}
-}
-
-// promptTokens is the provider's count of a call's prompt: its characters / 4, rounded up.
-func promptTokens(parts ...string) int64 {
-	chars := 0
-	for _, p := range parts {
-		chars += len(p)
-	}
-	prompt, _ := CallTokens(chars, 0)
-	return prompt
 }

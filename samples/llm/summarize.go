@@ -20,6 +20,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/openaicost"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // Document is one document to summarise.
@@ -58,8 +60,9 @@ func Documents(n, minLen, maxLen int, seed uint64) []Document {
 	return docs
 }
 
-// The prompt around each document.
+// The model every call names, and the prompt around each document.
 const (
+	chatModel    = "gpt-4o-mini"
 	systemPrompt = "You are a careful analyst. You write short, faithful summaries."
 	instruction  = "Summarise the following document in three sentences:\n\n"
 )
@@ -74,6 +77,7 @@ type LLM struct {
 	attempts  atomic.Int64 // activity runs, each 429 retried by Temporal or requeued by Sluice included
 	retries   atomic.Int64 // Temporal attempts beyond the first
 	completed atomic.Int64 // successful calls
+	inputs    inputLog     // each successful call's prompt tokens: estimated, by chars/4, and the provider's
 }
 
 // durations collects durations from many goroutines.
@@ -127,10 +131,16 @@ func (l *LLM) call(ctx context.Context, system, user string, maxTokens int64) (s
 	if activity.GetInfo(ctx).Attempt > 1 {
 		l.retries.Add(1)
 	}
+	// What the Sluice route reserves for this call, for the demo's figure of its error; the same
+	// function is the route's Cost.
+	est, err := routeCost(system, user, maxTokens)
+	if err != nil {
+		return "", 0, 0, err
+	}
 	var resp *http.Response
 	start := time.Now()
 	cc, err := l.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model: "fake-gpt",
+		Model: chatModel,
 		Messages: []openai.ChatCompletionMessageParamUnion{
 			openai.SystemMessage(system),
 			openai.UserMessage(user),
@@ -153,6 +163,7 @@ func (l *LLM) call(ctx context.Context, system, user string, maxTokens int64) (s
 	// The real cost, reconciled with the reservation.
 	_ = sluiceactivity.ReportTokens(ctx, cc.Usage.PromptTokens, cc.Usage.CompletionTokens)
 	l.completed.Add(1)
+	l.inputs.add(inputCount{Estimate: est.Input, CharsDiv4: charsDiv4(system, user), Provider: cc.Usage.PromptTokens})
 	var text string
 	if len(cc.Choices) > 0 {
 		text = cc.Choices[0].Message.Content
@@ -160,21 +171,32 @@ func (l *LLM) call(ctx context.Context, system, user string, maxTokens int64) (s
 	return text, cc.Usage.TotalTokens, took, nil
 }
 
-// EstimateTokens is the Sluice route's Cost: the whole prompt's chars/4, rounded up, as the
-// provider counts it, plus max_tokens, which the provider charges at admission too. It is high (a
-// summary uses far fewer tokens than max_tokens); ReportTokens gives the difference back after each
-// call. It must not be low: the provider checks a call against its own count before any
-// reconciliation, so an estimate below that count spends tokens Sluice does not know about, and a
-// call admitted with an almost empty bucket gets a 429.
+// EstimateTokens is the fan-out's Sluice route Cost: openaicost's estimate of the call, its prompt
+// counted as OpenAI counts it plus max_tokens, which the provider charges at admission too (one
+// budget for both, so the Total). It is high (a summary uses far fewer tokens than max_tokens);
+// ReportTokens gives the difference back after each call. It must not be low: the provider checks a
+// call against its own count before any reconciliation, so an estimate below that count spends
+// tokens Sluice does not know about, and a call admitted with an almost empty bucket gets a 429.
 func EstimateTokens(maxTokens int64) func(args []any) (int64, error) {
 	return func(args []any) (int64, error) {
 		doc, ok := args[0].(Document)
 		if !ok {
 			return 0, fmt.Errorf("summarize: argument is a %T, not a Document", args[0])
 		}
-		chars := len(systemPrompt) + len(instruction) + len(doc.Text)
-		return int64((chars+3)/4) + maxTokens, nil
+		c, err := routeCost(systemPrompt, instruction+doc.Text, maxTokens)
+		return c.Total(), err
 	}
+}
+
+// chatMessages are a call's messages, as openaicost counts them.
+func chatMessages(system, user string) []openaicost.Message {
+	return []openaicost.Message{{Role: "system", Content: system}, {Role: "user", Content: user}}
+}
+
+// routeCost is what a Sluice route reserves for a call of the demo: openaicost's estimate, the
+// prompt as its input and max_tokens as its output.
+func routeCost(system, user string, maxTokens int64) (throttle.Cost, error) {
+	return openaicost.Estimate(chatModel, chatMessages(system, user), maxTokens)
 }
 
 // SummarizeAll summarises every document at once, one activity each, and returns how many
