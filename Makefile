@@ -19,7 +19,7 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short test-stress test-faults bench bench-go lint demo tidy fmt clean
+.PHONY: help test test-short test-stress test-faults bench bench-go lint demo demo-anthropic tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
@@ -83,6 +83,9 @@ demo: bin/temporal ## The LLM demo: a backfill and an assistant share one quota,
 	$(GO) build -o $(BIN)/demo-llm ./samples/llm
 	@echo "make demo: running it against Postgres and a Temporal dev server: three modes, a minute or more each"
 	@SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(BIN)/demo-llm -report $(BIN)/demo/report.html $(DEMO_FLAGS)
+
+demo-anthropic: bin/temporal ## Anthropic's input and output budgets: sluice vs a limit without an output budget (DEMO_FLAGS="-modes sluice,input-only,none")
+	@SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) run ./samples/anthropic $(DEMO_FLAGS)
 
 tidy: ## go mod tidy
 	$(GO) mod tidy
