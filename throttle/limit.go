@@ -13,6 +13,11 @@ const MaxKeyLen = 200
 // Limit is one named quota that activities draw on: a provider's request and token budget, a tenant's
 // concurrency cap, or any mix of those. Every field but Key is optional; a zero field means "no limit of
 // that kind", and when several are set the tightest wins. A Limit is a plain value, safe to copy.
+//
+// Set a provider's bursts a little below the provider's own: Sluice charges a call when it admits it,
+// the provider when the request arrives, and while the provider's bucket is full the refill between
+// the two is lost to the provider but not to Sluice. Half a second of each rate was enough in
+// samples/anthropic; ReportHeaders corrects the rest.
 type Limit struct {
 	// Key names the limit ("openai", "tenant:acme"). It must be non-empty printable UTF-8 of at most
 	// MaxKeyLen bytes.
