@@ -54,11 +54,7 @@ func (c *claimRun) store(ctx context.Context) error {
 		return c.tx.commitWith(ctx, nil, "")
 	}
 	args := limitStateArgs(c.locked)
-	for k, r := range c.locked {
-		if r.refunded != 0 || r.refundedOutput != 0 {
-			c.usage.refund(k, c.now, int64(math.Round(r.refunded)), int64(math.Round(r.refundedOutput)))
-		}
-	}
+	c.usage.refunds(c.locked, c.now)
 	owners := slices.Sorted(maps.Keys(c.owners))
 	args = append(args, c.waitIDs, c.waitReasons, c.expiredIDs, c.admittedIDs, c.admittedAt, c.p.Owner,
 		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines)
@@ -128,6 +124,15 @@ func (u usage) refund(key string, at time.Time, tokens, output int64) {
 	r.tokens -= tokens
 	r.input -= tokens - output
 	r.output -= output
+}
+
+// refunds records, at the instant at, the refunds that the releases folded into rows gave back.
+func (u usage) refunds(rows map[string]*limitRow, at time.Time) {
+	for k, r := range rows {
+		if r.refunded != 0 || r.refundedOutput != 0 {
+			u.refund(k, at, int64(math.Round(r.refunded)), int64(math.Round(r.refundedOutput)))
+		}
+	}
 }
 
 // args are claimStoreSQL's $24 to $29: keys, seconds, requests, tokens, input and output tokens, in

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +17,11 @@ import (
 // returns ErrUnknownLimit for a key that does not exist.
 func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimitInfo) error {
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
-		rows, err := q.lockLimits(ctx, tx, []string{key}, false)
+		// The releases completions left in the ledger are folded in first (lockAndTake): the
+		// provider's remaining figures count what those calls gave back, and a later claim folding
+		// them would count it again.
+		rows := map[string]*limitRow{}
+		_, now, folded, err := q.lockAndTake(ctx, tx, rows, `SELECT `+limitColumns+` FROM {s}.sluice_limit WHERE key = $2 FOR UPDATE`, key)
 		if err != nil {
 			return err
 		}
@@ -26,15 +29,12 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 		if r == nil {
 			return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 		}
-		now, err := q.now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		// Fold in the releases completions left in the ledger first: the provider's remaining
-		// figures count what those calls gave back, and a later claim folding them would count it
-		// again.
-		if err := q.foldPending(ctx, tx, r, now); err != nil {
-			return err
+		if folded {
+			used := usage{}
+			used.refunds(rows, now)
+			if _, err := tx.Exec(ctx, q.s(usageUpsert(1)), used.args()...); err != nil {
+				return err
+			}
 		}
 		// Bring the buckets to now under the rates in force, then apply the headers with the
 		// configured limit as the ceiling, and keep what they taught.
@@ -100,23 +100,4 @@ func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error
 		r.state = r.limit.ReleaseMany(r.state, now.UTC(), pending)
 	}
 	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
-}
-
-// foldPending takes the releases pending in the ledger for r, a row the transaction holds locked,
-// and applies them to it at now, recording their refunds in the usage history, as a claim does.
-func (q *Queue) foldPending(ctx context.Context, tx pgx.Tx, r *limitRow, now time.Time) error {
-	var rel throttle.Released
-	var count int64
-	err := tx.QueryRow(ctx, q.s(`WITH taken AS (DELETE FROM {s}.sluice_release WHERE key = $1 RETURNING count, reserved, refund, refund_output)
-		SELECT coalesce(sum(count), 0)::bigint, coalesce(sum(reserved), 0)::bigint, coalesce(sum(refund), 0)::float8,
-			coalesce(sum(refund_output), 0)::float8 FROM taken`), r.limit.Key).Scan(&count, &rel.Reserved, &rel.Refund, &rel.RefundOutput)
-	if err != nil || count == 0 {
-		return err
-	}
-	rel.Count = int(count)
-	r.state = r.limit.ReleaseMany(r.state, now, rel)
-	used := usage{}
-	used.refund(r.limit.Key, now, int64(math.Round(rel.Refund)), int64(math.Round(rel.RefundOutput)))
-	_, err = tx.Exec(ctx, q.s(usageUpsert(1)), used.args()...)
-	return err
 }

@@ -37,6 +37,11 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 	return out, rows.Err()
 }
 
+// querier runs a query in a transaction: a pgx.Tx, or a claim's claimTx.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // lockAndTake runs lock, a statement that locks limit rows (selecting limitColumns from sluice_limit,
 // in key order), and in the same statement deletes from the ledger the releases completions appended
 // for the rows it locked (see CompleteMany) and reads the clock. The rows it locked join held, with
@@ -50,7 +55,7 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 // this statement's snapshot waits for the next. The clock is read after the locks are held and the
 // releases taken, so that no decision uses an instant older than the state it reads (and
 // Bucket.Refill ignores one that is).
-func (q *Queue) lockAndTake(ctx context.Context, tx *claimTx, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
+func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
 	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
 		), taken AS (
 			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held)
