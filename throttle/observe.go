@@ -47,17 +47,15 @@ func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State
 	}
 
 	s = eff.Refill(s, now)
-	lowerTo := func(perMinute float64, b *Bucket, has bool, remaining float64) {
-		if perMinute > 0 && has && finiteNonNeg(remaining) {
+	lowerTo := func(rate float64, b *Bucket, has bool, remaining float64) {
+		if rate > 0 && has && finiteNonNeg(remaining) {
 			b.Level = math.Min(b.Level, remaining)
 		}
 	}
 	lowerTo(eff.TokensPerMinute, &s.Tokens, info.HasTokensRemaining, info.TokensRemaining)
 	lowerTo(eff.InputTokensPerMinute, &s.InputTokens, info.InputTokens.HasRemaining, info.InputTokens.Remaining)
 	lowerTo(eff.OutputTokensPerMinute, &s.OutputTokens, info.OutputTokens.HasRemaining, info.OutputTokens.Remaining)
-	if eff.RequestsPerSecond > 0 && info.HasRequestsRemaining && finiteNonNeg(info.RequestsRemaining) {
-		s.Requests.Level = math.Min(s.Requests.Level, info.RequestsRemaining)
-	}
+	lowerTo(eff.RequestsPerSecond, &s.Requests, info.HasRequestsRemaining, info.RequestsRemaining)
 
 	if info.RetryAfter.After(now) {
 		s = s.Pause(clampInstant(info.RetryAfter, now, MaxRetryAfter))
