@@ -73,13 +73,18 @@ type claimRun struct {
 	atMaxLines    bool     // the claim stopped at MaxLines, budget left
 }
 
-func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimResult, error) {
-	c := &claimRun{
+// newClaimRun starts a claim of p in tx.
+func (q *Queue) newClaimRun(tx *claimTx, p ClaimParams) *claimRun {
+	return &claimRun{
 		q: q, tx: tx, p: p, budget: p.Max,
 		res:    ClaimResult{Blocked: map[string]throttle.Reason{}, QueueDepth: map[string]int64{}},
 		locked: map[string]*limitRow{}, unavailable: map[string]bool{},
 		owners: map[string]bool{}, usage: usage{},
 	}
+}
+
+func (q *Queue) claim(ctx context.Context, tx *claimTx, p ClaimParams) (ClaimResult, error) {
+	c := q.newClaimRun(tx, p)
 	// A claim reads the lines from where the last one of this Queue stopped at MaxLines, round the key
 	// space, so that lines past MaxLines are reached even while the first ones wait.
 	from := q.lineCursor()
@@ -175,11 +180,14 @@ const firstLines = 4
 // skipping those other claimers hold, takes their pending releases and reads the clock (see
 // lockAndTake), and returns their keys in key order.
 func (c *claimRun) lockLines(ctx context.Context, after, upto string, n int) ([]string, error) {
-	// The EXISTS is one index probe per limit row.
+	// The EXISTS is one index probe per limit row. The lines this claim has read already are left
+	// out: SKIP LOCKED skips rows other transactions hold, never this one's, so the line adopted from
+	// the page read ahead (adoptAhead), which lies past the first chunk's keys, would otherwise come
+	// back in a later chunk and be read again, its admitted tickets still queued in the table.
 	lines, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
-		WHERE key > $3 AND ($4 = '' OR key <= $4)
+		WHERE key > $3 AND ($4 = '' OR key <= $4) AND key <> ALL($5)
 			AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
-		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, n, after, upto)
+		ORDER BY key LIMIT $2 FOR UPDATE OF l SKIP LOCKED`, n, after, upto, c.readLines())
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +196,14 @@ func (c *claimRun) lockLines(ctx context.Context, after, upto string, n int) ([]
 		delete(c.unavailable, line) // held by another claimer when a ticket reached it, not now
 	}
 	return lines, nil
+}
+
+// readLines returns the lines this claim has read, never nil (a NULL array would make "<> ALL" NULL).
+func (c *claimRun) readLines() []string {
+	if c.lines == nil {
+		return []string{}
+	}
+	return c.lines
 }
 
 // busy ends a claim that locked no line, committing a check of whether queued work exists all the
