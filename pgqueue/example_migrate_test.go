@@ -44,6 +44,7 @@ func ExampleMigrations() {
 	// 004 narrow_ticket_indexes
 	// 005 usage
 	// 006 token_dimensions
+	// 007 checked_changes
 }
 
 func ExampleValidateSchema() {

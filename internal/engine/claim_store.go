@@ -24,17 +24,27 @@ import (
 // snapshot, taken before its own updates, still counts the admitted tickets as queued). The count
 // reads the line index in its order: without the ORDER BY it may be planned as a scan of the table.
 //
-// The CTEs touch disjoint tickets: a ticket whose wait changed was neither admitted nor expired.
+// The CTEs touch disjoint tickets (store checks that no ticket is in two lists), each of them still
+// queued: the claim holds their locks. Each says the state it expects and returns what it changed,
+// and the unchecked branch fails the statement, and so the claim's transaction, naming every ticket
+// that did not change as decided (sluice_fail): a claim never returns a ticket it did not admit. That
+// branch is part of the result (an Append runs every branch), so it is evaluated whatever the lines.
 var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 ), waits AS (
 	UPDATE {s}.sluice_ticket t SET wait_reason = w.reason
-	FROM unnest($14::bigint[], $15::text[]) AS w(id, reason) WHERE t.id = w.id
+	FROM unnest($14::bigint[], $15::text[]) AS w(id, reason) WHERE t.id = w.id AND t.state = 'queued'
+	RETURNING t.id
 ), expired AS (
-	DELETE FROM {s}.sluice_ticket WHERE id = ANY($16)
+	DELETE FROM {s}.sluice_ticket WHERE id = ANY($16) AND state = 'queued' RETURNING id
 ), admitted AS (
 	UPDATE {s}.sluice_ticket t
 	SET state = CASE WHEN $19 <> '' AND t.owner = $19 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
-	FROM unnest($17::bigint[], $18::timestamptz[]) AS u(id, at) WHERE t.id = u.id
+	FROM unnest($17::bigint[], $18::timestamptz[]) AS u(id, at) WHERE t.id = u.id AND t.state = 'queued'
+	RETURNING t.id
+), unchanged AS (
+	SELECT array_agg(id ORDER BY id) AS ids FROM (
+		SELECT unnest($14::bigint[] || $16::bigint[] || $17::bigint[]) AS id
+		EXCEPT ALL (SELECT id FROM waits UNION ALL SELECT id FROM expired UNION ALL SELECT id FROM admitted)) m
 ), woken AS (
 	SELECT count(pg_notify($20, $21 || o)) AS n FROM unnest($22::text[]) AS o
 ), used AS (
@@ -42,7 +52,10 @@ var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 )
 SELECT line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
 	WHERE t.line_key = line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000) d)
-FROM unnest($23::text[]) AS line, woken`
+FROM unnest($23::text[]) AS line, woken
+UNION ALL
+SELECT NULL, {s}.sluice_fail('sluice: claim: tickets ' || ids::text || ' were not queued when the claim stored its decisions')
+FROM unchanged WHERE ids IS NOT NULL`
 
 // store writes the claim's decisions (wait reasons, expired and admitted tickets, limit rows), has the
 // admitted tickets' owners notified, and reads the depth of the lines that admitted, in one statement
@@ -52,6 +65,9 @@ func (c *claimRun) store(ctx context.Context) error {
 	// them (deleted from the ledger, so they must be saved).
 	if len(c.admittedIDs) == 0 && !c.folded && len(c.waitIDs) == 0 && len(c.expiredIDs) == 0 {
 		return c.tx.commitWith(ctx, nil, "")
+	}
+	if err := c.checkDisjoint(); err != nil {
+		return err
 	}
 	args := limitStateArgs(c.locked)
 	c.usage.refunds(c.locked, c.now)
@@ -64,14 +80,32 @@ func (c *claimRun) store(ctx context.Context) error {
 		admitted[line] = c.depthAdmitted[i]
 	}
 	return c.tx.commitWith(ctx, func(rows pgx.Rows) error {
-		var line string
+		var line *string
 		var depth int64
-		if err := rows.Scan(&line, &depth); err != nil {
+		if err := rows.Scan(&line, &depth); err != nil || line == nil {
 			return err
 		}
-		c.res.QueueDepth[line] = depth - int64(admitted[line])
+		c.res.QueueDepth[*line] = depth - int64(admitted[*line])
 		return nil
 	}, c.q.s(claimStoreSQL), args...)
+}
+
+// checkDisjoint fails when a ticket is in two of the claim's lists (admitted, expired, wait reason
+// changed): a bug, which the store would apply once, silently, whichever way.
+func (c *claimRun) checkDisjoint() error {
+	seen := make(map[int64]string, len(c.admittedIDs)+len(c.expiredIDs)+len(c.waitIDs))
+	for _, l := range []struct {
+		what string
+		ids  []int64
+	}{{"admitted", c.admittedIDs}, {"expired", c.expiredIDs}, {"left waiting", c.waitIDs}} {
+		for _, id := range l.ids {
+			if prev, dup := seen[id]; dup {
+				return fmt.Errorf("ticket %d is both %s and %s by this claim (lines %q)", id, prev, l.what, c.lines)
+			}
+			seen[id] = l.what
+		}
+	}
+	return nil
 }
 
 // usage sums what a claim's admissions drew, per key and second, for sluice_usage. A claim holds the

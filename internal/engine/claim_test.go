@@ -337,3 +337,35 @@ func TestQueue_ClaimReadsAnAdoptedLineOnce(t *testing.T) {
 	require.ElementsMatch(t, want, ids(res.Admitted), "every ticket admitted, once")
 	requireHealthy(t, q)
 }
+
+// The store checks what it changes: a ticket the claim decided on that is not queued, or that is in
+// two of its lists, fails the claim, naming the ticket, and changes nothing. It used to be applied
+// once, silently, so that a claim could return a ticket that stayed queued.
+func TestQueue_ClaimStoreChecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("TicketNotQueued", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 10})
+		a := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		b := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		require.Len(t, claim(t, q, engine.ClaimParams{Max: 1}).Admitted, 1) // a, now admitted
+		err := engine.StoreClaim(ctx, q, "", []int64{a.ID, b.ID}, nil, nil)
+		require.ErrorContains(t, err, fmt.Sprintf("tickets {%d} were not queued when the claim stored its decisions", a.ID))
+		got, err := q.Ticket(ctx, b.ID)
+		require.NoError(t, err)
+		require.Equal(t, engine.TicketStateQueued, got.State, "the failed store changed nothing")
+	})
+
+	t.Run("TicketInTwoLists", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 10})
+		a := enqueue(t, q, engine.EnqueueParams{LimitKeys: []string{"k"}})
+		err := engine.StoreClaim(ctx, q, "", []int64{a.ID}, nil, []int64{a.ID})
+		require.ErrorContains(t, err, fmt.Sprintf("ticket %d is both admitted and left waiting by this claim", a.ID))
+		got, err := q.Ticket(ctx, a.ID)
+		require.NoError(t, err)
+		require.Equal(t, engine.TicketStateQueued, got.State)
+	})
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -92,24 +93,31 @@ func (t *claimTx) commitWith(ctx context.Context, scan func(pgx.Rows) error, sql
 	b.Queue("commit")
 	br := t.conn.SendBatch(cctx, b)
 	defer br.Close()
+	// From here the COMMIT is on its way: an error other than the server's own answer leaves the
+	// outcome unknown (commitError).
 	if sql != "" {
 		rows, err := br.Query()
 		if err != nil {
-			return err
+			return commitError(err)
 		}
 		// A row that does not scan is dropped, not an error: the COMMIT is sent already, and the
 		// answer must be the COMMIT's (the rows are figures, such as queue depths).
 		for rows.Next() && scan(rows) == nil {
 		}
 		if rows.Close(); rows.Err() != nil {
-			return rows.Err()
+			return commitError(rows.Err())
 		}
 	}
-	if _, err := br.Exec(); err != nil {
-		return err
+	tag, err := br.Exec()
+	if err != nil {
+		return commitError(err)
+	}
+	if tag.String() != "COMMIT" {
+		// The server answers COMMIT with ROLLBACK for a transaction that failed: never a success.
+		return fmt.Errorf("sluice: the transaction was rolled back at its commit (%s)", tag)
 	}
 	t.done = true
-	return br.Close()
+	return commitError(br.Close())
 }
 
 // rollback ends a transaction that did not commit. A connection left in a transaction (the rollback

@@ -47,10 +47,17 @@ func (q *Queue) TakeAdmitted(ctx context.Context, owner string, max int) ([]Tick
 	if max <= 0 {
 		max = DefaultClaimMax
 	}
-	ts, err := collectTickets(q.pool.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'running'
-		WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE owner = $1 AND state = 'admitted'
-			ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
-		RETURNING `+ticketColumns), owner, max))
+	// An explicit transaction, though the work is one statement: the tickets are read before the
+	// COMMIT, so that a take whose answer is lost is either rolled back or, past the COMMIT, marked
+	// ErrCommitUnknown for the owner's self-check, never taken with its caller none the wiser.
+	var ts []Ticket
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		ts, err = collectTickets(tx.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'running'
+			WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE owner = $1 AND state = 'admitted'
+				ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) AND state = 'admitted'
+			RETURNING `+ticketColumns), owner, max))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: take admitted tickets of %q: %w", owner, err)
 	}
@@ -154,8 +161,12 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		if !p.NotBefore.IsZero() {
 			notBefore = p.NotBefore
 		}
-		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'queued', admitted_at = NULL, wait_reason = NULL,
-			not_before = coalesce($2::timestamptz, '-infinity'), requeues = requeues + 1 WHERE id = $1`), p.TicketID, notBefore)
+		tag, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'queued', admitted_at = NULL, wait_reason = NULL,
+			not_before = coalesce($2::timestamptz, '-infinity'), requeues = requeues + 1
+			WHERE id = $1 AND state IN ('admitted', 'running')`), p.TicketID, notBefore)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("ticket %d was no longer admitted or running when put back in line", p.TicketID)
+		}
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -245,9 +256,13 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		if now, err = q.release(ctx, tx, held, actual); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'finished', finished_at = $2, deliver_after = $2,
-			outcome_kind = $3, outcome = NULL WHERE id = ANY($1)`), ids, now, OutcomeHandedBack); err != nil {
+		tag, err := tx.Exec(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'finished', finished_at = $2, deliver_after = $2,
+			outcome_kind = $3, outcome = NULL WHERE id = ANY($1) AND state IN ('queued', 'admitted', 'running')`), ids, now, OutcomeHandedBack)
+		if err != nil {
 			return err
+		}
+		if n := tag.RowsAffected(); n != int64(len(ids)) {
+			return fmt.Errorf("%d of the tickets %v were no longer unfinished when handed back", int64(len(ids))-n, ids)
 		}
 		for i := range ts {
 			ts[i].State, ts[i].FinishedAt, ts[i].OutcomeKind, ts[i].Outcome = TicketStateFinished, now, OutcomeHandedBack, nil

@@ -150,7 +150,23 @@ func InTx(ctx context.Context, db DB, fn func(tx pgx.Tx) error) error {
 	// answer (a completion answered as failed must not have been recorded). It is bounded instead.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	return tx.Commit(cctx)
+	return commitError(tx.Commit(cctx))
+}
+
+// ErrCommitUnknown marks an error heard after a COMMIT was sent, other than the server's answer to
+// it (the connection broke, or the answer did not arrive in time): the transaction may have
+// committed. A caller that acts on the answer must not take it for a rollback; the dispatcher's
+// self-check reconciles what such a commit changed.
+var ErrCommitUnknown = errors.New("sluice: the commit's outcome is unknown")
+
+// commitError classifies err, heard while a COMMIT was under way: the server's answer (an error it
+// raised, a rollback) is certain; anything else wraps ErrCommitUnknown.
+func commitError(err error) error {
+	var pgErr *pgconn.PgError
+	if err == nil || errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 }
 
 // commitTimeout bounds a COMMIT, which InTx does not let its caller's cancellation interrupt.

@@ -1,0 +1,1 @@
+DROP FUNCTION IF EXISTS sluice_fail(text);
