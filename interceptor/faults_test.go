@@ -959,6 +959,8 @@ func TestFaults_BadInput(t *testing.T) {
 				"Options.HeartbeatInterval must be >= 100ms, got 1ms"},
 			{"MinRemaining", func(o *sluiceinterceptor.Options) { o.MinRemaining = -time.Second }, "Options.MinRemaining must be >= 0, got -1s"},
 			{"ClaimBatch", func(o *sluiceinterceptor.Options) { o.ClaimBatch = 20_000 }, "Options.ClaimBatch must be in [1, 10000], got 20000"},
+			{"SelfCheckInterval", func(o *sluiceinterceptor.Options) { o.SelfCheckInterval = time.Millisecond },
+				"Options.SelfCheckInterval must be >= 100ms, got 1ms"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				o := good

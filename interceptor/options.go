@@ -29,6 +29,7 @@ const (
 	MinPollInterval          = 10 * time.Millisecond
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultClaimBatch        = 100
+	DefaultSelfCheckInterval = 5 * time.Second
 )
 
 // CostFunc estimates the token cost of one activity call from its decoded arguments. It runs in the
@@ -110,6 +111,13 @@ type Options struct {
 	MinRemaining time.Duration
 	// ClaimBatch bounds the tickets one claim admits. Defaults to DefaultClaimBatch.
 	ClaimBatch int
+	// SelfCheckInterval is how often this process holds its tickets in Postgres against the
+	// invocations it holds, and reconciles a ticket they disagree on twice in a row (a commit whose
+	// answer was lost leaves them apart): one the claim admitted for it is run, one it no longer
+	// holds is handed back to Temporal. After a statement whose outcome is unknown it checks at once
+	// too. A ticket is thus never left running without a run for more than about two intervals.
+	// Defaults to DefaultSelfCheckInterval.
+	SelfCheckInterval time.Duration
 	// DataConverter encodes results before they are stored and delivered. It must be the one the
 	// worker's client uses. Defaults to converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
@@ -136,6 +144,7 @@ func (o Options) withDefaults() Options {
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
 	o.ClaimBatch = cmp.Or(o.ClaimBatch, DefaultClaimBatch)
+	o.SelfCheckInterval = cmp.Or(o.SelfCheckInterval, DefaultSelfCheckInterval)
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
 	}
@@ -214,6 +223,9 @@ func (o Options) validate() error {
 	if o.ClaimBatch < 1 || o.ClaimBatch > 10_000 {
 		return fmt.Errorf("sluice: Options.ClaimBatch must be in [1, 10000], got %d", o.ClaimBatch)
 	}
+	if o.SelfCheckInterval < 100*time.Millisecond {
+		return fmt.Errorf("sluice: Options.SelfCheckInterval must be >= 100ms, got %s", o.SelfCheckInterval)
+	}
 	return nil
 }
 
@@ -233,7 +245,7 @@ func (o Options) dispatcherConfig(q *engine.Queue, owner string) dispatcher.Conf
 	return dispatcher.Config{
 		Queue: q, Client: o.Client, Owner: owner, Identity: o.Identity, Keys: keys, MaxHeld: o.MaxHeld,
 		LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
-		MinRemaining: o.MinRemaining, ClaimBatch: o.ClaimBatch, DataConverter: o.DataConverter,
+		MinRemaining: o.MinRemaining, ClaimBatch: o.ClaimBatch, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter,
 		FailureConverter: o.FailureConverter, Logger: o.Logger,
 		Telemetry: telemetry.New(o.TracerProvider, o.MetricsHandler),
 	}

@@ -35,6 +35,9 @@ func (c *Claimer) loop(ctx context.Context) {
 		case err != nil:
 			c.log.Warn("sluice: claim", "error", err)
 			onRelease = true
+			// A claim that failed after its COMMIT was sent may have admitted this process's
+			// tickets to running: the self-check finds them and runs them.
+			c.checkSoon()
 		case len(res.Admitted) == c.cfg.ClaimBatch || res.More:
 			next = 0
 		case !res.RetryAt.IsZero():

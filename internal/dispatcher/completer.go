@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
@@ -70,14 +71,39 @@ func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual, actualO
 	return true
 }
 
-// commit completes batch in one transaction, retrying with backoff while the database fails, and
-// answers each completion.
+// commit completes batch, answering each completion. A ticket given twice is answered at once, its
+// first completion going on; the rest are completed in one transaction, or, when that fails for good,
+// in parts, so that the completion at fault is answered alone and the others are recorded (isolate).
+// While the database fails, each transaction is retried with backoff, for up to completeRetryFor.
 func (c *Completer) commit(ctx context.Context, batch []*completion) {
+	seen := make(map[int64]bool, len(batch))
+	unique := make([]*completion, 0, len(batch))
+	for _, req := range batch {
+		if seen[req.p.TicketID] {
+			req.done <- fmt.Errorf("sluice: ticket %d was completed twice in one batch; the first completion stands", req.p.TicketID)
+			continue
+		}
+		seen[req.p.TicketID] = true
+		unique = append(unique, req)
+	}
+	deadline := time.Now().Add(completeRetryFor)
+	isolate(unique, func(part []*completion) error { return c.commitRetrying(ctx, part, deadline) },
+		func(part []*completion, err error) {
+			for _, req := range part {
+				req.done <- err
+			}
+			// The outcome of what failed may still be unknown: the self-check settles it.
+			c.checkSoon()
+		})
+}
+
+// commitRetrying completes batch in one transaction, retrying with backoff while the database fails
+// in a way that may pass, until deadline or the stop; it answers each completion when it commits.
+func (c *Completer) commitRetrying(ctx context.Context, batch []*completion, deadline time.Time) error {
 	ps := make([]engine.CompleteParams, len(batch))
 	for i, req := range batch {
 		ps[i] = req.p
 	}
-	deadline := time.Now().Add(completeRetryFor)
 	backoff := 100 * time.Millisecond
 	for {
 		found, err := c.q.CompleteMany(ctx, ps)
@@ -89,13 +115,10 @@ func (c *Completer) commit(ctx context.Context, batch []*completion) {
 					req.done <- engine.ErrNotFound
 				}
 			}
-			return
+			return nil
 		}
-		if time.Now().After(deadline) || !wait(ctx, nil, backoff) {
-			for _, req := range batch {
-				req.done <- err
-			}
-			return
+		if permanent(err) || time.Now().After(deadline) || !wait(ctx, nil, backoff) {
+			return err
 		}
 		c.log.Warn("sluice: record outcomes; retrying", "runs", len(batch), "error", err, "backoff", backoff)
 		backoff = min(2*backoff, 5*time.Second)

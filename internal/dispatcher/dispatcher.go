@@ -36,6 +36,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	MinRemaining      time.Duration
 	ClaimBatch        int
+	// SelfCheckInterval is how often the maintainer holds the owner's tickets in Postgres against
+	// its registry (see Maintainer.selfCheck).
+	SelfCheckInterval time.Duration
 	DataConverter     converter.DataConverter
 	FailureConverter  converter.FailureConverter
 	Logger            *slog.Logger
@@ -62,6 +65,20 @@ type deps struct {
 	enc  encoder
 	log  *slog.Logger
 	life context.Context // cancelled once the dispatcher has stopped: the context of runs' calls
+	// checkNow asks the maintainer for a self-check now: a statement's outcome was unknown.
+	checkNow chan struct{}
+	// stopping is set while the dispatcher is stopped or stopping: the stop hands back what it
+	// holds, and the self-check leaves the tickets alone.
+	stopping atomic.Bool
+}
+
+// checkSoon asks for a self-check: a statement that changes this owner's tickets failed, or its
+// commit's answer was lost, so Postgres and the registry may disagree.
+func (d *deps) checkSoon() {
+	select {
+	case d.checkNow <- struct{}{}:
+	default: // one is asked for already
+	}
 }
 
 // Dispatcher is one owner's set of services. Start it once the schema is migrated and the routes'
@@ -81,14 +98,14 @@ type Dispatcher struct {
 	mu          sync.Mutex // serialises Start and Stop
 	endLife     context.CancelFunc
 	stopTimeout atomic.Int64
-	stopping    atomic.Bool
 	knownKeys   sync.Map // derived limit keys this process has made sure exist
 }
 
 // New returns a stopped dispatcher.
 func New(cfg Config) *Dispatcher {
 	dp := &deps{cfg: cfg, q: cfg.Queue, reg: NewRegistry(cfg.MaxHeld), tm: cfg.Telemetry,
-		enc: encoder{data: cfg.DataConverter, failure: cfg.FailureConverter}, log: cfg.Logger, life: context.Background()}
+		enc: encoder{data: cfg.DataConverter, failure: cfg.FailureConverter}, log: cfg.Logger, life: context.Background(),
+		checkNow: make(chan struct{}, 1)}
 	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger)}
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
@@ -96,8 +113,8 @@ func New(cfg Config) *Dispatcher {
 	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
 	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
-	d.maintainer = &Maintainer{deps: dp}
-	d.stopping.Store(true)
+	d.maintainer = &Maintainer{deps: dp, runner: d.runner}
+	d.deps.stopping.Store(true)
 	return d
 }
 
@@ -105,7 +122,7 @@ func New(cfg Config) *Dispatcher {
 func (d *Dispatcher) SetStopTimeout(t time.Duration) { d.stopTimeout.Store(int64(t)) }
 
 // Stopping reports whether the dispatcher is stopped or stopping: new activities are refused.
-func (d *Dispatcher) Stopping() bool { return d.stopping.Load() }
+func (d *Dispatcher) Stopping() bool { return d.deps.stopping.Load() }
 
 // Start takes the owner's lease and starts the services.
 func (d *Dispatcher) Start(ctx context.Context) error {
@@ -132,7 +149,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		d.endLife = nil
 		return err
 	}
-	d.stopping.Store(false)
+	d.deps.stopping.Store(false)
 	return nil
 }
 
@@ -145,7 +162,7 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 	if d.endLife == nil {
 		return
 	}
-	d.stopping.Store(true)
+	d.deps.stopping.Store(true)
 	bg := context.WithoutCancel(ctx)
 	_ = d.claimer.Stop(bg)
 	// No ticket is written after this, so the hand-back finds every one.

@@ -46,7 +46,7 @@ func testConfig(t *testing.T, limits ...throttle.Limit) Config {
 	return Config{
 		Queue: q, Client: c, Owner: "owner-" + t.Name(), Identity: "test", MaxHeld: 100,
 		LeaseTTL: 15 * time.Second, PollInterval: 50 * time.Millisecond, HeartbeatInterval: time.Second,
-		ClaimBatch: 10, DataConverter: converter.GetDefaultDataConverter(),
+		ClaimBatch: 10, SelfCheckInterval: time.Second, DataConverter: converter.GetDefaultDataConverter(),
 		FailureConverter: temporal.GetDefaultFailureConverter(), Logger: testenv.Logger(t),
 		Telemetry: telemetry.New(nil, nil),
 	}

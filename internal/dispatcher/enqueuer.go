@@ -64,18 +64,28 @@ func (e *Enqueuer) Write(ctx context.Context, p engine.EnqueueParams) (engine.Ti
 	return r.t, r.err
 }
 
-// commit writes batch in one statement and answers each request.
+// commit writes batch in one statement and answers each request. A statement that fails for good is
+// retried in parts, so that the ticket at fault is refused alone and the others are written (isolate).
+// A failure whose commit's outcome is unknown asks for a self-check: a ticket written while its caller
+// heard an error is then handed back.
 func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
-	ps := make([]engine.EnqueueParams, len(batch))
-	for i, r := range batch {
-		ps[i] = r.p
-	}
-	ts, errs, err := e.q.EnqueueEach(ctx, ps)
-	for i, r := range batch {
-		if err != nil {
-			r.done <- enqueueResult{err: err}
-			continue
+	isolate(batch, func(part []*enqueueRequest) error {
+		ps := make([]engine.EnqueueParams, len(part))
+		for i, r := range part {
+			ps[i] = r.p
 		}
-		r.done <- enqueueResult{t: ts[i], err: errs[i]}
-	}
+		ts, errs, err := e.q.EnqueueEach(ctx, ps)
+		if err != nil {
+			return err
+		}
+		for i, r := range part {
+			r.done <- enqueueResult{t: ts[i], err: errs[i]}
+		}
+		return nil
+	}, func(part []*enqueueRequest, err error) {
+		for _, r := range part {
+			r.done <- enqueueResult{err: err}
+		}
+		e.checkSoon()
+	})
 }

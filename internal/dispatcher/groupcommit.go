@@ -2,7 +2,10 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // groupCommit is the loop of a service that writes in batches: callers send requests, and the loop
@@ -90,4 +93,38 @@ func (g *groupCommit[R]) loop(ctx context.Context) {
 		}
 		g.commit(ctx, batch)
 	}
+}
+
+// isolate commits batch with try, which answers the requests of a batch it commits. When try fails
+// with an error that retrying cannot cure (permanent) and the batch holds more than one request, the
+// fault may be one request's: each half is committed apart, down to the request at fault, which fail
+// answers alone while the rest commit. Any other failure is the whole batch's.
+func isolate[R any](batch []R, try func([]R) error, fail func([]R, error)) {
+	err := try(batch)
+	switch {
+	case err == nil:
+	case permanent(err) && len(batch) > 1:
+		mid := len(batch) / 2
+		isolate(batch[:mid], try, fail)
+		isolate(batch[mid:], try, fail)
+	default:
+		fail(batch, err)
+	}
+}
+
+// permanent reports whether err is one that retrying the same statement cannot cure: Postgres refused
+// what the statement asked (a constraint, bad data, a check of Sluice's own, SQLSTATE SL001). A
+// broken connection, a timeout, a commit whose outcome is unknown, and Postgres's transient classes
+// (08 connection, 40 rollback, 53 resources, 55 lock not available, 57 operator intervention such as
+// a shutdown, 58 and XX system errors) are not.
+func permanent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "55", "57", "58", "XX":
+		return false
+	}
+	return true
 }

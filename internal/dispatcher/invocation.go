@@ -52,6 +52,8 @@ type Invocation struct {
 	limited  time.Time // the provider said 429 until then (sluiceactivity.RateLimited)
 	observed bool      // the run reported the provider's headers
 	running  bool
+	begun    bool      // a run has begun since the invocation was held
+	gen      int       // the Requeues of the ticket the last run began: its admission's generation
 	started  time.Time // when the run started; zero while queued
 	finished bool      // the activity returned: Sluice records and delivers its outcome
 	cancel   context.CancelCauseFunc
@@ -132,13 +134,22 @@ func (inv *Invocation) setTicket(id int64) {
 	inv.mu.Unlock()
 }
 
-// begin marks the invocation running ticket t from now, cancellable with cancel.
-func (inv *Invocation) begin(t engine.Ticket, cancel context.CancelCauseFunc, now time.Time) {
+// tryBegin marks the invocation running ticket t from now, cancellable with cancel, and reports
+// whether it did: not when a run is under way, nor when a run of the same admission began already.
+// An admission is told from the next by the ticket's Requeues, which each requeue adds one to. The
+// claimer, the take loop and the self-check may each hand the runner the same admission (the
+// self-check acts on what the others' lost answers left behind); it is run once.
+func (inv *Invocation) tryBegin(t engine.Ticket, cancel context.CancelCauseFunc, now time.Time) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	if inv.running || (inv.begun && t.Requeues <= inv.gen) {
+		return false
+	}
+	inv.begun, inv.gen = true, t.Requeues
 	inv.ticketID, inv.running, inv.cancel, inv.started, inv.finished = t.ID, true, cancel, now, false
 	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, Reserved: t.Reserved(),
 		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
+	return true
 }
 
 // runReport is what a finished run reported through sluiceactivity.
@@ -159,12 +170,23 @@ func (inv *Invocation) finish() runReport {
 	return r
 }
 
-// requeued makes the invocation queued again after a refused run, as if just heartbeated at now.
+// requeued makes the invocation queued again after a refused run, as if just heartbeated at now. It
+// comes before the ticket is put back in line, never after: once the ticket is back, a claim may
+// admit it and a new run begin at any moment, and marking the invocation queued then would wipe that
+// run's state (its cancel function: a cancelled workflow would no longer reach it).
 func (inv *Invocation) requeued(now time.Time) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.running, inv.cancel, inv.limited, inv.actual, inv.output, inv.lastSent = false, nil, time.Time{}, -1, 0, now
 	inv.started, inv.finished = time.Time{}, false
+}
+
+// ranAdmission reports whether a run of t's admission has begun, or a run is under way: the
+// self-check leaves such a ticket to the run (or the requeue) that holds it.
+func (inv *Invocation) ranAdmission(t engine.Ticket) bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.running || (inv.begun && t.Requeues <= inv.gen)
 }
 
 // state returns the ticket ID (0 while it is being written), whether a run is under way, and the

@@ -11,7 +11,7 @@ import (
 // pruneEvery is how often the maintainer prunes finished rows.
 const pruneEvery = time.Minute
 
-// Maintainer keeps the owner's lease and the shared tables in order. It runs two loops:
+// Maintainer keeps the owner's lease and the shared tables in order. It runs three loops:
 //   - renew: renews this process's lease every LeaseTTL/3. It is a loop of its own so that nothing
 //     slow (a sweep's queries on a busy database) can delay a renewal: a lease that lapses while its
 //     owner lives gets the owner's running tickets handed back, and their slots released, while they
@@ -19,13 +19,20 @@ const pruneEvery = time.Minute
 //   - sweep: every second (or LeaseTTL/3 if shorter) hands back dead owners' tickets (the deliverers
 //     report them), publishes the in-flight gauges, forgets queued invocations Temporal has timed out,
 //     and every minute prunes old rows.
+//   - self-check: every SelfCheckInterval, and soon after a statement's outcome was unknown, holds
+//     what Postgres says this owner holds against its registry and reconciles the difference (see
+//     selfCheck).
 type Maintainer struct {
 	loops
 	*deps
+	runner  *Runner
+	strikes map[int64]reconcileAction // mismatches seen by the last self-check, by ticket; its loop's own
 }
 
 // Start starts the renew and sweep loops.
-func (m *Maintainer) Start(ctx context.Context) error { return m.start(ctx, m.renew, m.sweep) }
+func (m *Maintainer) Start(ctx context.Context) error {
+	return m.start(ctx, m.renew, m.sweep, m.selfCheckLoop)
+}
 
 // Stop ends both loops. It does not drop the lease: the dispatcher does, once everything it owns is
 // handed back.

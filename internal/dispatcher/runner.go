@@ -27,6 +27,10 @@ type Runner struct {
 	heartbeater *Heartbeater
 	notifier    *engine.Notifier
 
+	// testHookRequeued, when set, is called once a requeue's statement has returned: tests use it to
+	// have the ticket admitted again at that point.
+	testHookRequeued func(engine.Ticket)
+
 	mu   sync.Mutex
 	runs int
 	idle chan struct{} // closed when runs drops to 0; nil while it is 0
@@ -43,7 +47,11 @@ func (r *Runner) loop(ctx context.Context) {
 	defer unsubscribe()
 	r.takeLoop(ctx, admitted, "take admitted tickets",
 		func(ctx context.Context, n int) ([]engine.Ticket, error) {
-			return r.q.TakeAdmitted(ctx, r.cfg.Owner, n)
+			ts, err := r.q.TakeAdmitted(ctx, r.cfg.Owner, n)
+			if err != nil {
+				r.checkSoon() // a take whose answer was lost left its tickets running: the self-check runs them
+			}
+			return ts, err
 		},
 		func(_ context.Context, t engine.Ticket) { r.run(t) })
 }
@@ -107,7 +115,10 @@ func (r *Runner) run(t engine.Ticket) {
 		return
 	}
 	runCtx, cancel := inv.runContext(runHandle{r: r, inv: inv})
-	inv.begin(t, cancel, time.Now())
+	if !inv.tryBegin(t, cancel, time.Now()) {
+		cancel(nil) // this admission runs already: handed over twice (see tryBegin)
+		return
+	}
 	runCtx, span := r.tm.StartRun(runCtx, t)
 	r.track(1)
 	go func() {
@@ -158,12 +169,20 @@ func (r *Runner) requeue(inv *Invocation, t engine.Ticket, rep runReport) {
 	if actual != rep.actual {
 		output = 0 // not the reported usage: none (0) or the reservation as spent (-1)
 	}
+	// Queued in memory first: once the requeue commits, a claim may admit the ticket again at once.
+	inv.requeued(time.Now())
 	err := r.q.Requeue(r.life, engine.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
 		ActualCost: actual, ActualOutput: output, PauseKeys: []string{inv.Line()}, PauseUntil: rep.limited})
-	inv.requeued(time.Now())
+	if r.testHookRequeued != nil {
+		r.testHookRequeued(t)
+	}
 	if err != nil {
+		// The ticket may still be running (the requeue failed) or back in line (its commit's answer
+		// was lost): either way, without its invocation, the self-check or the next admission
+		// hands it back to Temporal, which retries the activity.
 		r.log.Error("sluice: requeue rate-limited run", "ticket_id", t.ID, "error", err)
 		r.reg.drop(inv)
+		r.checkSoon()
 	}
 }
 

@@ -211,6 +211,9 @@ type HandBackParams struct {
 	// SkipRunning leaves running tickets alone: a stopping process hands back its queued work at
 	// once and gives its running work time to finish.
 	SkipRunning bool
+	// TicketIDs, when set with Owner, hands back only those of Owner's tickets: its self-check does
+	// this for tickets it no longer holds.
+	TicketIDs []int64
 }
 
 // HandBack takes the unfinished tickets (queued, admitted or running) of dead owners, or of
@@ -229,10 +232,11 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 			return err
 		}
 		ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket t
-			WHERE state IN ('queued', 'admitted', 'running') AND NOT ($4 AND state = 'running') AND (
+			WHERE state IN ('queued', 'admitted', 'running') AND NOT ($4 AND state = 'running')
+				AND ($5::bigint[] IS NULL OR id = ANY($5)) AND (
 				($1 <> '' AND owner = $1) OR
 				($1 = '' AND NOT EXISTS (SELECT 1 FROM {s}.sluice_owner o WHERE o.id = t.owner AND o.lease_expires_at > $2)))
-			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`), p.Owner, now, p.Max, p.SkipRunning))
+			ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`), p.Owner, now, p.Max, p.SkipRunning, p.TicketIDs))
 		if err != nil {
 			return err
 		}

@@ -39,6 +39,9 @@ const (
 	MetricInflightTokens    = "sluice_inflight_tokens"     // gauge: tokens reserved by them
 	MetricQueueDepth        = "sluice_queue_depth"         // gauge: tickets queued in the line at the last admission
 	MetricWaitTime          = "sluice_wait_time"           // timer (histogram): written to admitted
+	// MetricSelfCheckReconciled counts, tagged sluice_action (run, take, hand_back), the tickets a
+	// process's self-check found Postgres and its memory disagreed on, and reconciled.
+	MetricSelfCheckReconciled = "sluice_self_check_reconciled"
 )
 
 // Attribute keys of Sluice's spans.

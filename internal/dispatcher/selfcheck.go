@@ -1,0 +1,136 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/telemetry"
+)
+
+// msgReconciled is the warning the self-check logs for each ticket it reconciles.
+const msgReconciled = "sluice: self-check reconciled a ticket Postgres and this process disagreed on"
+
+// selfCheckConfirm is how soon after a check that found a mismatch the next one runs, to confirm it.
+const selfCheckConfirm = time.Second
+
+// reconcileAction is what the self-check does about a ticket whose state in Postgres this process
+// does not match.
+type reconcileAction string
+
+const (
+	actionNone     reconcileAction = ""
+	actionRun      reconcileAction = "run"       // running in Postgres, held here, never begun: a claim or take whose answer was lost
+	actionTake     reconcileAction = "take"      // admitted and held here, yet not taken: take it by ID and run it
+	actionHandBack reconcileAction = "hand_back" // not held here: hand it back to Temporal, releasing what it holds
+)
+
+// selfCheckLoop runs the self-check every SelfCheckInterval, or at once when asked (checkSoon), and a
+// second later again while the last check saw mismatches, to act on them sooner.
+func (m *Maintainer) selfCheckLoop(ctx context.Context) {
+	m.strikes = map[int64]reconcileAction{}
+	t := time.NewTimer(m.cfg.SelfCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.checkNow:
+		case <-t.C:
+		}
+		next := m.cfg.SelfCheckInterval
+		if m.selfCheck(ctx) {
+			next = min(next, selfCheckConfirm)
+		}
+		t.Reset(next)
+	}
+}
+
+// selfCheck holds what Postgres says this owner holds (its queued, admitted and running tickets)
+// against the registry, and reconciles each ticket they disagree on twice in a row: once could be a
+// hand-over under way (a claim's tickets between its commit and the runner). It catches whatever left
+// them apart: a commit whose answer was lost (a claim's, a take's, an enqueue's), a failed requeue or
+// completion, and what no test foresaw. It reports whether mismatches are waiting for confirmation.
+func (m *Maintainer) selfCheck(ctx context.Context) bool {
+	if m.stopping.Load() {
+		return false // the stop hands back what this process holds
+	}
+	ts, err := m.q.OwnerTickets(ctx, m.cfg.Owner)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("sluice: self-check", "error", err)
+		}
+		return len(m.strikes) > 0
+	}
+	seen := map[int64]reconcileAction{}
+	var take []engine.Ticket
+	var back []int64
+	for _, t := range ts {
+		a := m.mismatch(t)
+		switch {
+		case a == actionNone:
+			continue
+		case m.strikes[t.ID] != a:
+			seen[t.ID] = a // first seen: confirm at the next check
+			continue
+		}
+		m.log.Warn(msgReconciled, "ticket_id", t.ID, "state", t.State, "action", string(a), "owner", m.cfg.Owner)
+		m.tm.ForKey(t.LineKey).WithTags(map[string]string{"sluice_action": string(a)}).Counter(telemetry.MetricSelfCheckReconciled).Inc(1)
+		switch a {
+		case actionRun:
+			m.runner.run(t)
+		case actionTake:
+			take = append(take, t)
+		case actionHandBack:
+			back = append(back, t.ID)
+		}
+	}
+	m.strikes = seen
+	m.handBack(ctx, back)
+	if len(take) > 0 {
+		ids := make([]int64, len(take))
+		for i, t := range take {
+			ids[i] = t.ID
+		}
+		taken, err := m.q.TakeTickets(ctx, m.cfg.Owner, ids)
+		if err != nil {
+			m.log.Warn("sluice: self-check: take tickets", "error", err)
+		}
+		for _, t := range taken {
+			m.runner.run(t)
+		}
+	}
+	return len(seen) > 0
+}
+
+// mismatch is what the self-check would do about t, as Postgres has it, given the registry.
+func (m *Maintainer) mismatch(t engine.Ticket) reconcileAction {
+	inv := m.reg.lookup(ticketKey(t))
+	switch {
+	case inv == nil:
+		return actionHandBack
+	case t.State == engine.TicketStateAdmitted:
+		return actionTake
+	case t.State == engine.TicketStateRunning && !inv.ranAdmission(t):
+		return actionRun
+	}
+	return actionNone
+}
+
+// handBack hands back to Temporal the tickets of ids, unfinished tickets this process does not hold
+// (queued, admitted or running), as a stopping process does its own: their limits are released (an
+// admitted ticket's tokens come back; a running one's may have reached the provider), the deliverers
+// report a retryable failure, and the retry keeps the ticket's place in line. Temporal answers
+// NotFound for an attempt it has failed already (an enqueue whose caller heard it failed).
+func (m *Maintainer) handBack(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	back, err := m.q.HandBack(ctx, engine.HandBackParams{Owner: m.cfg.Owner, TicketIDs: ids, Max: len(ids)})
+	if err != nil {
+		m.log.Warn("sluice: self-check: hand back tickets", "tickets", ids, "error", err)
+	}
+	for _, t := range back {
+		m.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
+	}
+}
