@@ -174,8 +174,16 @@ func completeUntil(ctx context.Context, q *engine.Queue, completeBatch int, done
 		for i, t := range batch {
 			ps[i] = engine.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: engine.OutcomeCompleted}
 		}
-		if _, err := q.CompleteMany(ctx, ps); err != nil {
+		found, err := q.CompleteMany(ctx, ps)
+		if err != nil {
 			return err
+		}
+		// A ticket the completion did not find was not admitted or running: admitted twice and
+		// completed by another claimer's batch, or lost. Counting it as done would hide both.
+		for i, ok := range found {
+			if !ok {
+				return fmt.Errorf("complete: ticket %d was not admitted or running when completed (admitted twice, or lost)", ps[i].TicketID)
+			}
 		}
 		pending = pending[len(batch):]
 		done.Add(int64(len(ps)))

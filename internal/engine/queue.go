@@ -157,7 +157,7 @@ func InTx(ctx context.Context, db DB, fn func(tx pgx.Tx) error) error {
 // it (the connection broke, or the answer did not arrive in time): the transaction may have
 // committed. A caller that acts on the answer must not take it for a rollback; the dispatcher's
 // self-check reconciles what such a commit changed.
-var ErrCommitUnknown = errors.New("sluice: the commit's outcome is unknown")
+var ErrCommitUnknown = errors.New("the commit's outcome is unknown")
 
 // commitError classifies err, heard while a COMMIT was under way: the server's answer (an error it
 // raised, a rollback) is certain; anything else wraps ErrCommitUnknown.

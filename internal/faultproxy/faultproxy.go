@@ -214,7 +214,6 @@ func (p *Proxy) accept() {
 	}
 }
 
-
 // URL returns dbURL with its host and port replaced by the proxy's.
 func (p *Proxy) URL(dbURL string) string {
 	u, err := url.Parse(dbURL)

@@ -1,0 +1,157 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// completions returns a completion request for each ticket, in order.
+func completions(ts ...engine.Ticket) []*completion {
+	out := make([]*completion, len(ts))
+	for i, tk := range ts {
+		out[i] = &completion{done: make(chan error, 1),
+			p: engine.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: engine.OutcomeCompleted}}
+	}
+	return out
+}
+
+// A permanent error for one completion of a group commit answers that completion alone; the rest of
+// the batch is recorded. The completer used to retry such an error for two minutes, then fail every
+// completion of the batch with it.
+func TestCompleter_IsolatesABadItem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+
+	t.Run("TicketGivenTwice", func(t *testing.T) {
+		cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 10})
+		c := New(cfg).completer
+		ts := admitted(t, cfg.Queue, 2)
+		batch := completions(ts[0], ts[0], ts[1])
+		c.commit(ctx, batch)
+		require.NoError(t, <-batch[0].done)
+		require.ErrorContains(t, <-batch[1].done, fmt.Sprintf("ticket %d was completed twice in one batch", ts[0].ID))
+		require.NoError(t, <-batch[2].done)
+	})
+
+	t.Run("TicketPostgresRefuses", func(t *testing.T) {
+		cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 10})
+		c := New(cfg).completer
+		ts := admitted(t, cfg.Queue, 5)
+		bad := ts[3]
+		// A trigger refuses the bad ticket's completion: a constraint the statement breaks, for it alone.
+		s := pgx.Identifier{cfg.Queue.Schema()}.Sanitize()
+		_, err := cfg.Queue.Pool().Exec(ctx, fmt.Sprintf(`CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF NEW.id = %[2]d AND NEW.state = 'finished' THEN
+					RAISE EXCEPTION 'refused ticket %%', NEW.id USING ERRCODE = '23514';
+				END IF;
+				RETURN NEW;
+			END $$;
+			CREATE TRIGGER refuse BEFORE UPDATE ON %[1]s.sluice_ticket FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()`, s, bad.ID))
+		require.NoError(t, err)
+		batch := completions(ts...)
+		c.commit(ctx, batch)
+		for i, req := range batch {
+			if ts[i].ID == bad.ID {
+				require.ErrorContains(t, <-req.done, fmt.Sprintf("refused ticket %d", bad.ID))
+			} else {
+				require.NoError(t, <-req.done, "ticket %d", ts[i].ID)
+			}
+		}
+		st, err := cfg.Queue.LimitStatus(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, 1, st.State.InflightCount, "only the refused ticket still holds its slot")
+	})
+}
+
+// After a 429 the runner puts the run back in line. A claim may admit it again, and its new run
+// begin, the moment the requeue commits: the invocation must be marked queued before that, never
+// after, or the new run's state (its cancel function) is wiped and a cancellation no longer reaches
+// it. The hook holds the requeue path right after its statement until the new run has begun.
+func TestRunner_RequeueRaceKeepsTheNewRun(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := New(cfg)
+	second, cause := make(chan struct{}), make(chan error, 1)
+	var runs atomic.Int64
+	d.runner.testHookRequeued = func(engine.Ticket) {
+		select {
+		case <-second:
+		case <-ctx.Done():
+		}
+	}
+	require.NoError(t, d.Start(ctx))
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	inv := enqueue(t, d, "limited", func(ctx context.Context) (any, error) {
+		if runs.Add(1) == 1 {
+			return nil, sluiceactivity.RateLimitedFor(ctx, 0)
+		}
+		close(second)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	select {
+	case <-second:
+	case <-ctx.Done():
+		t.Fatal("the requeued run was never admitted again")
+	}
+	// The first run's goroutine ends once the requeue path has returned: then one run is left.
+	waitFor(t, ctx, "the requeue path to return", func() bool {
+		d.runner.mu.Lock()
+		defer d.runner.mu.Unlock()
+		return d.runner.runs == 1
+	})
+	_, running, _ := inv.state()
+	require.True(t, running, "the new run is still marked running")
+	errCancelled := errors.New("cancelled by the test")
+	inv.cancelRun(errCancelled)
+	select {
+	case err := <-cause:
+		require.ErrorIs(t, err, errCancelled, "the cancellation reached the new run")
+	case <-ctx.Done():
+		t.Fatal("the cancellation never reached the new run")
+	}
+}
+
+// The self-check takes and runs an admitted ticket of this process that nothing took: here the take
+// loop is stopped and nothing notifies, as if every take's answer had been lost.
+func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
+	var reconciled atomic.Int64
+	cfg.Logger = slog.New(countHandler{Handler: cfg.Logger.Handler(), msg: msgReconciled, n: &reconciled})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := New(cfg)
+	require.NoError(t, d.Start(ctx))
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	require.NoError(t, d.claimer.Stop(ctx))
+	require.NoError(t, d.runner.Stop(ctx)) // the take loop; runs still start
+	ran := make(chan struct{})
+	enqueue(t, d, "left", func(context.Context) (any, error) { close(ran); return "done", nil })
+	res, err := cfg.Queue.Claim(ctx, engine.ClaimParams{Owner: "another-replica"})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 1)
+	select {
+	case <-ran:
+	case <-ctx.Done():
+		t.Fatal("the self-check never ran the admitted ticket")
+	}
+	require.EqualValues(t, 1, reconciled.Load())
+	waitFor(t, ctx, "the ticket to finish", func() bool {
+		tk, err := cfg.Queue.Ticket(ctx, res.Admitted[0].ID)
+		return err != nil || tk.State == engine.TicketStateFinished
+	})
+}
