@@ -19,7 +19,7 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short test-stress test-faults bench bench-go lint demo demo-anthropic tidy fmt clean
+.PHONY: help test test-short test-stress test-faults soak bench bench-go lint demo demo-anthropic tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
@@ -52,6 +52,12 @@ test-stress: bin/temporal ## Run the suite STRESS_RUNS times (10) under a CPU bu
 
 test-faults: bin/temporal ## Run the fault-tolerance scenarios in their long form (kills, Postgres restart, Temporal outage, bad input)
 	SLUICE_FAULTS=full SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -race -count=1 -run 'Faults' -timeout 20m -v ./interceptor/
+
+# SOAK is how long the soak's stream of workflows runs; the drain and the checks come after it.
+SOAK ?= 30m
+
+soak: bin/temporal ## 8 worker processes, 104 keys, random faults for SOAK (30m); prints the counts (not in CI)
+	SLUICE_SOAK=$(SOAK) SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -count=1 -run '^TestSoak$$' -timeout 120m -v ./interceptor/ | tee $(BIN)/soak.txt | grep -E '^(SOAK|--- |ok|FAIL|panic)'
 
 bench: bin/temporal ## Sluice beside River on this Postgres, then the plugin through Temporal (BENCH_FLAGS=-short for a few minutes)
 	cd bench && $(WITH_PG) $(GO) run . -out $(BIN)/bench $(BENCH_FLAGS)
