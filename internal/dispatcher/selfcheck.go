@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -29,7 +30,8 @@ const (
 // second later again while the last check saw mismatches, to act on them sooner.
 func (m *Maintainer) selfCheckLoop(ctx context.Context) {
 	m.strikes = map[int64]reconcileAction{}
-	t := time.NewTimer(m.cfg.SelfCheckInterval)
+	interval := cmp.Or(m.cfg.SelfCheckInterval, 5*time.Second) // never a busy loop
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -38,7 +40,7 @@ func (m *Maintainer) selfCheckLoop(ctx context.Context) {
 		case <-m.checkNow:
 		case <-t.C:
 		}
-		next := m.cfg.SelfCheckInterval
+		next := interval
 		if m.selfCheck(ctx) {
 			next = min(next, selfCheckConfirm)
 		}

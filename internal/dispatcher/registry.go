@@ -1,0 +1,74 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/engine"
+)
+
+// Registry is the invocations this process holds, queued or running, bounded by a number of slots.
+// It is safe for concurrent use.
+type Registry struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	held  map[string]*Invocation
+}
+
+// NewRegistry returns a registry of maxHeld slots.
+func NewRegistry(maxHeld int) *Registry {
+	return &Registry{slots: make(chan struct{}, maxHeld), held: map[string]*Invocation{}}
+}
+
+// acquire takes a slot, waiting while all are taken, until ctx is done.
+func (r *Registry) acquire(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// hold registers inv, which has a slot.
+func (r *Registry) hold(inv *Invocation) {
+	r.mu.Lock()
+	r.held[inv.key] = inv
+	r.mu.Unlock()
+}
+
+// drop forgets an invocation and frees its slot; it is safe to call twice.
+func (r *Registry) drop(inv *Invocation) {
+	r.mu.Lock()
+	ok := r.held[inv.key] == inv
+	if ok {
+		delete(r.held, inv.key)
+	}
+	r.mu.Unlock()
+	if ok {
+		<-r.slots
+	}
+}
+
+// dropTicket forgets the invocation of ticket t, if this process holds it.
+func (r *Registry) dropTicket(t engine.Ticket) {
+	if inv := r.lookup(ticketKey(t)); inv != nil {
+		r.drop(inv)
+	}
+}
+
+func (r *Registry) lookup(key string) *Invocation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[key]
+}
+
+func (r *Registry) snapshot() []*Invocation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Invocation, 0, len(r.held))
+	for _, inv := range r.held {
+		out = append(out, inv)
+	}
+	return out
+}
