@@ -239,9 +239,9 @@ func (f *soakFaults) count(kind string) {
 var lostAnswers = map[string]func(faultproxy.RoundTrip) bool{
 	"claim commit answer lost":    func(r faultproxy.RoundTrip) bool { return r.Commits() && r.Contains("SET state = CASE WHEN") },
 	"take commit answer lost":     func(r faultproxy.RoundTrip) bool { return r.Commits() && r.TxContains("SET state = 'running'") },
-	"complete commit answer lost": func(r faultproxy.RoundTrip) bool { return r.Commits() && r.TxContains("sluice_release") },
+	"complete commit answer lost": func(r faultproxy.RoundTrip) bool { return r.Commits() && r.TxContains(".sluice_release (key, count") },
 	"enqueue commit answer lost": func(r faultproxy.RoundTrip) bool {
-		return r.Commits() && r.TxContains("INSERT INTO") && r.TxContains("sluice_ticket")
+		return r.Commits() && r.TxContains(".sluice_ticket (state, line_key")
 	},
 	"requeue commit answer lost": func(r faultproxy.RoundTrip) bool { return r.Commits() && r.TxContains("requeues = requeues + 1") },
 }

@@ -177,7 +177,7 @@ func TestFaults_CompleteCommitAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5, TokensPerMinute: 60_000})
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
-		return r.Commits() && r.TxContains("sluice_release")
+		return r.Commits() && r.TxContains(".sluice_release (key, count")
 	})
 	b.start(t, ctx)
 	for _, name := range []string{"a", "b"} {
@@ -197,7 +197,7 @@ func TestFaults_EnqueueCommitAnswerLost(t *testing.T) {
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	b.start(t, ctx)
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
-		return r.Commits() && r.TxContains("INSERT INTO") && r.TxContains("sluice_ticket")
+		return r.Commits() && r.TxContains(".sluice_ticket (state, line_key")
 	})
 	inv, err := b.enqueue(t, "a", 10, ok)
 	require.Error(t, err, "the caller hears the enqueue failed (Temporal retries the activity)")
