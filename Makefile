@@ -57,7 +57,8 @@ test-faults: bin/temporal ## Run the fault-tolerance scenarios in their long for
 SOAK ?= 30m
 
 soak: bin/temporal ## 8 worker processes, 104 keys, random faults for SOAK (30m); prints the counts (not in CI)
-	SLUICE_SOAK=$(SOAK) SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -count=1 -run '^TestSoak$$' -timeout 120m -v ./interceptor/ | tee $(BIN)/soak.txt | grep -E '^(SOAK|--- |ok|FAIL|panic)'
+	@mkdir -p $(BIN)
+	bash -o pipefail -c "SLUICE_SOAK=$(SOAK) SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -count=1 -run '^TestSoak$$' -timeout 120m -v ./interceptor/ | tee $(BIN)/soak.txt | grep -E '^(SOAK|--- |ok|FAIL|panic)'"
 
 bench: bin/temporal ## Sluice beside River on this Postgres, then the plugin through Temporal (BENCH_FLAGS=-short for a few minutes)
 	cd bench && $(WITH_PG) $(GO) run . -out $(BIN)/bench $(BENCH_FLAGS)

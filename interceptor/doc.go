@@ -65,4 +65,10 @@
 // for them, so it costs nothing). A task that Temporal dispatches to a worker that dies, or is
 // stopping, before its ticket is written never becomes a ticket, so no survivor can hand it back;
 // without a HeartbeatTimeout only its StartToCloseTimeout brings it back.
+//
+// A statement may commit while its answer is lost (the connection breaks after the COMMIT). Each
+// process therefore holds its tickets in Postgres against the invocations it holds, every
+// SelfCheckInterval and at once after a failed statement, and reconciles a ticket they disagree on
+// twice in a row: one admitted for it that it never ran is run, one it no longer holds is handed back.
+// See Options.SelfCheckInterval and the metric MetricSelfCheckReconciled.
 package interceptor

@@ -24,6 +24,10 @@ const (
 	MetricInflightTokens    = telemetry.MetricInflightTokens    // gauge: tokens reserved by them
 	MetricQueueDepth        = telemetry.MetricQueueDepth        // gauge: tickets queued in the line at the last admission
 	MetricWaitTime          = telemetry.MetricWaitTime          // timer (histogram): written to admitted
+	// MetricSelfCheckReconciled counts, tagged sluice_action (run, take, hand_back), the tickets the
+	// self-check found Postgres and this process disagreeing on, and reconciled (see
+	// Options.SelfCheckInterval). Zero in normal operation.
+	MetricSelfCheckReconciled = telemetry.MetricSelfCheckReconciled
 )
 
 // Attribute keys of Sluice's spans.

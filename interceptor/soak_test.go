@@ -490,6 +490,9 @@ func TestSoak(t *testing.T) {
 	for cause, n := range report.repeats {
 		lines = append(lines, fmt.Sprintf("repeated runs: %d, %s", n, cause))
 	}
+	for _, u := range report.unexplained {
+		lines = append(lines, "unexplained repeat: "+u)
+	}
 	lines = append(lines,
 		fmt.Sprintf("lost: %d", activities.Load()-completed.Load()*8),
 		fmt.Sprintf("over-admission windows: %d %v", len(report.over), report.over),
@@ -521,8 +524,9 @@ func hostPort(cfg *pgxpool.Config) string {
 }
 
 type soakResult struct {
-	runs    int
-	repeats map[string]int
+	runs        int
+	repeats     map[string]int
+	unexplained []string // each repeated run without a cause: the activity and its runs
 	over    []string
 	states  map[string]int
 }
@@ -550,7 +554,12 @@ func soakReport(t *testing.T, ctx context.Context, pool *pgxpool.Pool, q *pgqueu
 		require.NoError(t, rows.Scan(&r.act, &r.attempt, &r.proc, &r.outcome))
 		res.runs++
 		if r.act == prev.act {
-			res.repeats[repeatCause(prev.outcome, prev.attempt, r.attempt, killed[prev.proc])]++
+			cause := repeatCause(prev.outcome, prev.attempt, r.attempt, killed[prev.proc])
+			res.repeats[cause]++
+			if cause == "unexplained" {
+				res.unexplained = append(res.unexplained, fmt.Sprintf("%s: %s#%d %q then %s#%d %q",
+					r.act, prev.proc, prev.attempt, prev.outcome, r.proc, r.attempt, r.outcome))
+			}
 		}
 		prev = r
 	}
@@ -605,6 +614,8 @@ func repeatCause(prevOutcome string, prevAttempt, attempt int, prevProcKilled ti
 	switch {
 	case prevOutcome == "limited" && attempt == prevAttempt:
 		return "the run before answered 429: requeued in the same attempt (by design)"
+	case prevOutcome == "limited" && attempt > prevAttempt:
+		return "the run before answered 429 and its requeue's answer was lost: handed back, Temporal retried it"
 	case prevOutcome == "killed":
 		return "the run before was cut short by a SIGKILL of its worker: Temporal retried it"
 	case prevOutcome == "cancelled":
