@@ -527,8 +527,8 @@ type soakResult struct {
 	runs        int
 	repeats     map[string]int
 	unexplained []string // each repeated run without a cause: the activity and its runs
-	over    []string
-	states  map[string]int
+	over        []string
+	states      map[string]int
 }
 
 // soakReport checks the database after the soak: the queue (Verify clean, nothing unfinished), the
