@@ -147,6 +147,10 @@ func TestFaults_ClaimCommitAnswerLost(t *testing.T) {
 		require.NoError(t, err)
 	}
 	fired(t, ctx, f)
+	lost := time.Now()
+	waitFor(t, ctx, "the self-check to run the tickets the lost claim admitted", func() bool { return b.runs.Load() == 3 })
+	t.Logf("lost claim answer to its tickets run: %s (the bound: 2 x SelfCheckInterval %s + %s)",
+		time.Since(lost).Round(time.Millisecond), b.cfg.SelfCheckInterval, selfCheckConfirm)
 	b.requireSettled(t, ctx, 3)
 	require.EqualValues(t, 3, b.runs.Load(), "the self-check ran each admitted ticket, once")
 }
