@@ -221,8 +221,6 @@ type soakFaults struct {
 	t       *testing.T
 	proxy   *faultproxy.Proxy
 	cluster *pgcluster.Cluster
-	pool    *pgxpool.Pool
-	table   string
 	kill    func() // SIGKILLs a random worker and starts its replacement
 
 	mu     sync.Mutex
@@ -344,7 +342,7 @@ func TestSoak(t *testing.T) {
 	for range soakReplicas {
 		live = append(live, spawn())
 	}
-	faults := &soakFaults{t: t, proxy: proxy, cluster: cluster, pool: pool, table: table, counts: map[string]int{}}
+	faults := &soakFaults{t: t, proxy: proxy, cluster: cluster, counts: map[string]int{}}
 	faults.kill = func() {
 		procMu.Lock()
 		i := rand.N(len(live))

@@ -142,7 +142,7 @@ func (inv *Invocation) setTicket(id int64) {
 func (inv *Invocation) tryBegin(t engine.Ticket, cancel context.CancelCauseFunc, now time.Time) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if inv.running || (inv.begun && t.Requeues <= inv.gen) {
+	if inv.ranLocked(t) {
 		return false
 	}
 	inv.begun, inv.gen = true, t.Requeues
@@ -186,6 +186,11 @@ func (inv *Invocation) requeued(now time.Time) {
 func (inv *Invocation) ranAdmission(t engine.Ticket) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
+	return inv.ranLocked(t)
+}
+
+// ranLocked is ranAdmission with inv.mu held.
+func (inv *Invocation) ranLocked(t engine.Ticket) bool {
 	return inv.running || (inv.begun && t.Requeues <= inv.gen)
 }
 

@@ -65,8 +65,7 @@ func (m *Maintainer) selfCheck(ctx context.Context) bool {
 		return len(m.strikes) > 0
 	}
 	seen := map[int64]reconcileAction{}
-	var take []engine.Ticket
-	var back []int64
+	var take, back []int64
 	for _, t := range ts {
 		a := m.mismatch(t)
 		switch {
@@ -82,25 +81,19 @@ func (m *Maintainer) selfCheck(ctx context.Context) bool {
 		case actionRun:
 			m.runner.run(t)
 		case actionTake:
-			take = append(take, t)
+			take = append(take, t.ID)
 		case actionHandBack:
 			back = append(back, t.ID)
 		}
 	}
 	m.strikes = seen
 	m.handBack(ctx, back)
-	if len(take) > 0 {
-		ids := make([]int64, len(take))
-		for i, t := range take {
-			ids[i] = t.ID
-		}
-		taken, err := m.q.TakeTickets(ctx, m.cfg.Owner, ids)
-		if err != nil {
-			m.log.Warn("sluice: self-check: take tickets", "error", err)
-		}
-		for _, t := range taken {
-			m.runner.run(t)
-		}
+	taken, err := m.q.TakeTickets(ctx, m.cfg.Owner, take)
+	if err != nil {
+		m.log.Warn("sluice: self-check: take tickets", "tickets", take, "error", err)
+	}
+	for _, t := range taken {
+		m.runner.run(t)
 	}
 	return len(seen) > 0
 }

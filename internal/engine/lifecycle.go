@@ -47,21 +47,29 @@ func (q *Queue) TakeAdmitted(ctx context.Context, owner string, max int) ([]Tick
 	if max <= 0 {
 		max = DefaultClaimMax
 	}
-	// An explicit transaction, though the work is one statement: the tickets are read before the
-	// COMMIT, so that a take whose answer is lost is either rolled back or, past the COMMIT, marked
-	// ErrCommitUnknown for the owner's self-check, never taken with its caller none the wiser.
-	var ts []Ticket
-	err := InTx(ctx, q.pool, func(tx pgx.Tx) (err error) {
-		ts, err = collectTickets(tx.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'running'
-			WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE owner = $1 AND state = 'admitted'
-				ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) AND state = 'admitted'
-			RETURNING `+ticketColumns), owner, max))
-		return err
-	})
+	ts, err := q.take(ctx, owner, max, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: take admitted tickets of %q: %w", owner, err)
 	}
 	return ts, nil
+}
+
+// take moves up to max of owner's admitted tickets (those of ids only, unless nil) to running, in ID
+// order, and returns them; tickets other transactions hold locked are left for the next take. It
+// runs in an explicit transaction, though the work is one statement: the tickets are read before the
+// COMMIT, so that a take whose answer is lost is either rolled back or, past the COMMIT, marked
+// ErrCommitUnknown for the owner's self-check, never taken with its caller none the wiser.
+func (q *Queue) take(ctx context.Context, owner string, max int, ids []int64) ([]Ticket, error) {
+	var ts []Ticket
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		ts, err = collectTickets(tx.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'running'
+			WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE owner = $1 AND state = 'admitted'
+				AND ($3::bigint[] IS NULL OR id = ANY($3))
+				ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) AND state = 'admitted'
+			RETURNING `+ticketColumns), owner, max, ids))
+		return err
+	})
+	return ts, err
 }
 
 // release gives back the reservations of tickets (each admitted or running, locked by the caller) on

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // OwnerTickets returns owner's unfinished tickets (queued, admitted or running), in ID order, for its
@@ -23,14 +21,10 @@ func (q *Queue) OwnerTickets(ctx context.Context, owner string) ([]Ticket, error
 // TakeAdmitted does for the oldest: the self-check takes by ID what the take loop left behind. A
 // ticket taken meanwhile (by the take loop) is not returned.
 func (q *Queue) TakeTickets(ctx context.Context, owner string, ids []int64) ([]Ticket, error) {
-	var ts []Ticket
-	err := InTx(ctx, q.pool, func(tx pgx.Tx) (err error) {
-		ts, err = collectTickets(tx.Query(ctx, q.s(`UPDATE {s}.sluice_ticket SET state = 'running'
-			WHERE id IN (SELECT id FROM {s}.sluice_ticket WHERE id = ANY($2) AND owner = $1 AND state = 'admitted'
-				ORDER BY id FOR UPDATE SKIP LOCKED) AND state = 'admitted'
-			RETURNING `+ticketColumns), owner, ids))
-		return err
-	})
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ts, err := q.take(ctx, owner, len(ids), ids)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: take tickets %v of %q: %w", ids, owner, err)
 	}
