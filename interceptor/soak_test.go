@@ -88,6 +88,7 @@ const soakRunTable = `CREATE TABLE %s.soak_run (id bigserial PRIMARY KEY, act te
 	started_at timestamptz NOT NULL DEFAULT clock_timestamp(), finished_at timestamptz)`
 
 type soakActs struct {
+	stop    context.Context // the worker process's: done at SIGTERM
 	rec     *pgxpool.Pool
 	table   string
 	proc    string
@@ -104,13 +105,19 @@ func (a *soakActs) work(line string) func(context.Context, SoakInput) (int, erro
 			return 0, fmt.Errorf("record run: %w", err)
 		}
 		finish := func(outcome string) {
-			for range 20 { // the recording database may be restarting
+			// The recording database may be restarting (a soak fault): retry with a backoff, until
+			// the worker is told to stop. A run whose end is never recorded is counted as such.
+			for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 				_, err := a.rec.Exec(context.WithoutCancel(ctx), `UPDATE `+a.table+` SET finished_at = clock_timestamp(), outcome = $2
 					WHERE id = $1`, id, outcome)
 				if err == nil {
 					return
 				}
-				time.Sleep(500 * time.Millisecond)
+				select {
+				case <-a.stop.Done():
+					return
+				case <-time.After(backoff):
+				}
 			}
 		}
 		select {
@@ -199,7 +206,7 @@ func soakWorkerProcess() error {
 		return err
 	}
 	fmt.Printf("OWNER %s\n", plugin.Owner())
-	a := &soakActs{rec: rec, table: pgx.Identifier{schema, "soak_run"}.Sanitize(), proc: name}
+	a := &soakActs{stop: ctx, rec: rec, table: pgx.Identifier{schema, "soak_run"}.Sanitize(), proc: name}
 	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin},
 		WorkerStopTimeout: 10 * time.Second})
 	w.RegisterWorkflow(SoakWorkflow)
