@@ -23,13 +23,14 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxHeld           = 10_000
-	DefaultLeaseTTL          = 15 * time.Second
-	DefaultPollInterval      = time.Second
-	MinPollInterval          = 10 * time.Millisecond
-	DefaultHeartbeatInterval = 5 * time.Second
-	DefaultClaimBatch        = 100
-	DefaultSelfCheckInterval = 5 * time.Second
+	DefaultMaxHeld            = 10_000
+	DefaultLeaseTTL           = 15 * time.Second
+	DefaultPollInterval       = time.Second
+	DefaultPooledPollInterval = 200 * time.Millisecond
+	MinPollInterval           = 10 * time.Millisecond
+	DefaultHeartbeatInterval  = 5 * time.Second
+	DefaultClaimBatch         = 100
+	DefaultSelfCheckInterval  = 5 * time.Second
 )
 
 // CostFunc estimates the token cost of one activity call from its decoded arguments. It runs in the
@@ -100,8 +101,23 @@ type Options struct {
 	// LeaseTTL is how long after this process's last lease renewal its tickets are handed back to
 	// Temporal by the survivors. It is renewed every LeaseTTL/3. Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// PollInterval is the fallback when notifications are lost. Defaults to DefaultPollInterval.
+	// PollInterval is the fallback when notifications are lost, and how work is found when this
+	// process does not listen (TransactionPooler without ListenURL). Defaults to DefaultPollInterval,
+	// or DefaultPooledPollInterval when this process does not listen.
 	PollInterval time.Duration
+	// TransactionPooler says that Pool connects through a pooler in transaction mode (PgBouncer's
+	// pool_mode = transaction, which many managed Postgres services put in front of the database),
+	// where a connection's session state does not outlive a transaction. Sluice then keeps none:
+	// it does not LISTEN on Pool (it listens on ListenURL if set, else it polls every
+	// PollInterval), and NewPlugin refuses a Pool that caches prepared statements (pgx's default
+	// QueryExecModeCacheStatement, which PgBouncer before 1.21 cannot follow): add
+	// default_query_exec_mode=exec to its URL. Defaults to false: Pool reaches Postgres directly.
+	TransactionPooler bool
+	// ListenURL, when set, is the connection string of a direct connection to Postgres (not through
+	// a pooler) on which this process listens for notifications, in place of a connection taken
+	// from Pool. With TransactionPooler it brings back notifications (work is found in milliseconds
+	// rather than at the next poll) for one direct connection per process. Defaults to "".
+	ListenURL string
 	// HeartbeatInterval is how often queued tickets (and running activities without a
 	// HeartbeatTimeout) are heartbeated to Temporal, which is also how soon a cancellation reaches
 	// them. An activity with a HeartbeatTimeout is heartbeated at least every 0.8 x that timeout.
@@ -141,6 +157,9 @@ func (o Options) withDefaults() Options {
 	o.Schema = cmp.Or(o.Schema, pgqueue.DefaultSchema)
 	o.MaxHeld = cmp.Or(o.MaxHeld, DefaultMaxHeld)
 	o.LeaseTTL = cmp.Or(o.LeaseTTL, DefaultLeaseTTL)
+	if o.TransactionPooler && o.ListenURL == "" {
+		o.PollInterval = cmp.Or(o.PollInterval, DefaultPooledPollInterval)
+	}
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
 	o.ClaimBatch = cmp.Or(o.ClaimBatch, DefaultClaimBatch)
@@ -164,6 +183,9 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	if o.Pool == nil {
 		return errors.New("sluice: Options.Pool must not be nil")
+	}
+	if err := o.validatePooler(); err != nil {
+		return err
 	}
 	if o.Client == nil {
 		return errors.New("sluice: Options.Client must not be nil")
@@ -244,7 +266,7 @@ func (o Options) dispatcherConfig(q *engine.Queue, owner string) dispatcher.Conf
 	}
 	return dispatcher.Config{
 		Queue: q, Client: o.Client, Owner: owner, Identity: o.Identity, Keys: keys, MaxHeld: o.MaxHeld,
-		LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
+		LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, Listen: o.listen(), HeartbeatInterval: o.HeartbeatInterval,
 		MinRemaining: o.MinRemaining, ClaimBatch: o.ClaimBatch, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter,
 		FailureConverter: o.FailureConverter, Logger: o.Logger,
 		Telemetry: telemetry.New(o.TracerProvider, o.MetricsHandler),

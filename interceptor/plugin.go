@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -96,17 +97,21 @@ func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpti
 // starts the dispatcher.
 func (p *Plugin) start(ctx context.Context) error {
 	if _, err := pgqueue.Migrate(ctx, p.opts.Pool, pgqueue.MigrateOptions{Schema: p.opts.Schema}); err != nil {
-		return fmt.Errorf("sluice: %w", err)
+		return fmt.Errorf("sluice: %w", p.opts.poolerHint(err))
 	}
 	if len(p.opts.Limits) > 0 {
 		if err := p.admin.UpsertLimits(ctx, p.opts.Limits...); err != nil {
-			return fmt.Errorf("sluice: %w", err)
+			return fmt.Errorf("sluice: %w", p.opts.poolerHint(err))
 		}
 	}
 	for name, r := range p.opts.Routes {
 		for _, k := range r.Limits {
-			if _, err := p.admin.Limit(ctx, k); err != nil {
+			_, err := p.admin.Limit(ctx, k)
+			if errors.Is(err, pgqueue.ErrUnknownLimit) {
 				return fmt.Errorf("sluice: Options.Routes[%q]: limit %q is neither in Options.Limits nor in the database", name, k)
+			}
+			if err != nil {
+				return fmt.Errorf("sluice: Options.Routes[%q]: read limit %q: %w", name, k, p.opts.poolerHint(err))
 			}
 		}
 	}

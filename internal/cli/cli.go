@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/pgqueue"
@@ -206,6 +207,11 @@ func (r *runner) connect(ctx context.Context, migrating bool) error {
 		return usageErr("--database: not a Postgres URL or DSN: %v", redactErr(err))
 	}
 	cfg.MaxConns = 4
+	// A command sends a few statements: it keeps no prepared statements between transactions, so it
+	// works through a pooler in transaction mode (PgBouncer) as directly.
+	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -25,14 +25,16 @@ import (
 // Config is what the dispatcher runs with. The interceptor validates and fills it from its Options;
 // the dispatcher trusts it.
 type Config struct {
-	Queue             *engine.Queue
-	Client            client.Client
-	Owner             string   // this process's owner ID, written into its tickets
-	Identity          string   // the worker identity given to Temporal
-	Keys              []string // every limit key the routes name, for the gauges
-	MaxHeld           int
-	LeaseTTL          time.Duration
-	PollInterval      time.Duration
+	Queue        *engine.Queue
+	Client       client.Client
+	Owner        string   // this process's owner ID, written into its tickets
+	Identity     string   // the worker identity given to Temporal
+	Keys         []string // every limit key the routes name, for the gauges
+	MaxHeld      int
+	LeaseTTL     time.Duration
+	PollInterval time.Duration
+	// Listen is how the notifier hears of work: on a pool connection, a direct one, or not at all.
+	Listen            engine.Listen
 	HeartbeatInterval time.Duration
 	MinRemaining      time.Duration
 	ClaimBatch        int
@@ -106,7 +108,7 @@ func New(cfg Config) *Dispatcher {
 	dp := &deps{cfg: cfg, q: cfg.Queue, reg: NewRegistry(cfg.MaxHeld), tm: cfg.Telemetry,
 		enc: encoder{data: cfg.DataConverter, failure: cfg.FailureConverter}, log: cfg.Logger, life: context.Background(),
 		checkNow: make(chan struct{}, 1)}
-	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger)}
+	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger).WithListen(cfg.Listen)}
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
 	d.enqueuer = newEnqueuer(dp)

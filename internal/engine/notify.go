@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Notification kinds carried on NotifyChannel.
@@ -41,6 +43,8 @@ type Notifier struct {
 	q      *Queue
 	logger *slog.Logger
 
+	listen Listen
+
 	mu   sync.Mutex
 	subs map[Topic]map[chan struct{}]struct{}
 	up   chan struct{} // closed when the first LISTEN is in place
@@ -53,6 +57,24 @@ func (q *Queue) NewNotifier(logger *slog.Logger) *Notifier {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Notifier{q: q, logger: logger, subs: map[Topic]map[chan struct{}]struct{}{}, up: make(chan struct{})}
+}
+
+// Listen is how a Notifier hears the queue's notifications. The zero value listens on a connection
+// taken from the queue's pool (and kept out of it).
+type Listen struct {
+	// URL, when set, is the connection string of a connection of its own the Notifier listens on, in
+	// place of one from the pool: a direct connection to Postgres when the pool goes through a pooler
+	// in transaction mode, where LISTEN does not work.
+	URL string
+	// Off stops the Notifier from listening at all: subscribers then hear nothing, and wait for their
+	// own polls. Listening is closed at once.
+	Off bool
+}
+
+// WithListen sets how n listens, before Run; it returns n.
+func (n *Notifier) WithListen(l Listen) *Notifier {
+	n.listen = l
+	return n
 }
 
 // Subscribe returns a channel that receives a value (coalesced, never blocking the notifier) each time
@@ -105,9 +127,14 @@ func (n *Notifier) fireAll() {
 
 // Run listens until ctx is done, reconnecting with backoff after errors. It returns ctx's error.
 func (n *Notifier) Run(ctx context.Context) error {
+	if n.listen.Off {
+		n.once.Do(func() { close(n.up) })
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	backoff := 100 * time.Millisecond
 	for {
-		err := n.listen(ctx)
+		err := n.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -121,13 +148,24 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 }
 
-func (n *Notifier) listen(ctx context.Context) error {
+// connect returns the connection to listen on: its own when Listen.URL is set, else one taken from
+// the pool and kept out of it, since its session state (LISTEN) must not go back to the pool.
+func (n *Notifier) connect(ctx context.Context) (*pgx.Conn, error) {
+	if n.listen.URL != "" {
+		return pgx.Connect(ctx, n.listen.URL)
+	}
 	pc, err := n.q.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pc.Hijack(), nil
+}
+
+func (n *Notifier) listenOnce(ctx context.Context) error {
+	conn, err := n.connect(ctx)
 	if err != nil {
 		return err
 	}
-	// The connection's session state (LISTEN) must not go back to the pool.
-	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, `LISTEN `+NotifyChannel); err != nil {
 		return err
