@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // TestMeasureAll runs every figure at a toy size, so that `make test` keeps `make bench` working. It
@@ -21,17 +23,10 @@ func TestMeasureAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // an outer bound only
 	defer cancel()
 	res, err := measureAll(ctx, config{database: url, short: true, rounds: 1, tickets: 300,
-		queued: []int{100, 1_000}, rateFor: 2 * time.Second, pgbenchFor: 1, claimBatch: 100})
+		queued: []int{100, 1_000}, rateFor: 2 * time.Second, pgbenchFor: 1, claimBatch: 100,
+		fleetReplicas: []int{2}, fleetLines: []int{2}, fleetTickets: 400, fleetPool: 2, fleetTenants: 50})
 	require.NoError(t, err)
 
-	require.Len(t, res.Queue, 4)
-	for _, p := range res.Queue {
-		require.Len(t, p.Sluice, 1, p.Name)
-		require.Len(t, p.River, 1, p.Name)
-		require.Positive(t, p.Ratio, p.Name)
-		require.Positive(t, p.Sluice[0].StatementsPerTicket, "the tracer counted Sluice's statements")
-		require.Positive(t, p.River[0].StatementsPerTicket, "the tracer counted River's statements")
-	}
 	require.Len(t, res.Enqueue, 1)
 	require.Positive(t, res.Enqueue[0].Ratio)
 	require.Len(t, res.ClaimLatency, 2)
@@ -42,7 +37,37 @@ func TestMeasureAll(t *testing.T) {
 	}
 	require.NotNil(t, res.Pgbench)
 	table := res.markdown()
-	for _, want := range []string{"claim + complete, 8 claimer(s), 100 key(s)", "enqueue", "| 1000 |", "rate accuracy"} {
+	for _, want := range []string{"Fleet:", "enqueue", "| 1000 |", "rate accuracy"} {
 		require.True(t, strings.Contains(table, want), "the table has %q:\n%s", want, table)
+	}
+	requireFleet(t, res.Fleet)
+}
+
+// requireFleet checks the fleet figure of TestMeasureAll: 2 replicas on 2 lines and on tenant caps.
+func requireFleet(t *testing.T, f *fleetResult) {
+	t.Helper()
+	// Each fleet run fails unless every ticket was completed exactly once (a second completion finds
+	// the ticket finished and fails the run) and none is left queued, admitted or running.
+	require.NotNil(t, f)
+	if f.Skipped != "" {
+		testenv.Skip(t, "fleet figure: "+f.Skipped)
+	}
+	require.Len(t, f.Rows, 2, "2 replicas by 2 lines, and by the tenant caps")
+	for _, row := range f.Rows {
+		require.Len(t, row.Sluice, 1, row.name())
+		require.Len(t, row.River, 1, row.name())
+		s := row.SluiceMedian
+		require.Positive(t, row.Ratio, row.name())
+		require.Zero(t, s.FailedClaims+s.FailedTakes, "%s: a claim or take failed: %q", row.name(), s.Errors)
+		require.Positive(t, s.StatementsPerTicket, "the tracer counted the replicas' statements")
+		require.Positive(t, row.RiverMedian.StatementsPerTicket, "the tracer counted the River clients' statements")
+		require.Positive(t, s.ClaimsPerTicket, row.name())
+		require.Positive(t, s.TakenShare, "%s: half the tickets are the other replica's, some taken", row.name())
+		require.Positive(t, s.Connections, row.name())
+		require.Positive(t, s.AdmitP99Ms, row.name())
+	}
+	table := f.markdown()
+	for _, want := range []string{"| 2 | 2 |", "| 2 | 1 (`api`) + 50 tenant caps |"} {
+		require.True(t, strings.Contains(table, want), "the fleet table has %q:\n%s", want, table)
 	}
 }

@@ -13,8 +13,6 @@ import (
 // pair is one figure measured for Sluice and River side by side.
 type pair struct {
 	Name         string  `json:"name"`
-	Claimers     int     `json:"claimers,omitempty"`
-	Keys         int     `json:"keys,omitempty"`
 	Sluice       []run   `json:"sluice_runs"`
 	River        []run   `json:"river_runs"`
 	SluiceMedian float64 `json:"sluice_median_per_second"`
@@ -44,42 +42,6 @@ func median[T any](xs []T, f func(T) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-// measureQueue takes claim + complete at 1 and 8 claimers, on 1 and 100 keys, beside River's work +
-// complete with as many clients. Each round runs every cell, Sluice and River in turn (which goes
-// first alternates by round), so that drift on the machine touches both alike.
-func measureQueue(ctx context.Context, e *env, c config, res *results) error {
-	for _, claimers := range []int{1, 8} {
-		for _, keys := range []int{1, 100} {
-			res.Queue = append(res.Queue, pair{Name: fmt.Sprintf("claim + complete, %d claimer(s), %d key(s)", claimers, keys),
-				Claimers: claimers, Keys: keys, Target: 1.0})
-		}
-	}
-	for round := range c.rounds {
-		for i := range res.Queue {
-			p := &res.Queue[i]
-			sluice := func() error {
-				r, err := sluiceClaimComplete(ctx, e, p.Claimers, p.Keys, c.tickets, c.claimBatch)
-				p.Sluice = append(p.Sluice, r)
-				return err
-			}
-			river := func() error {
-				r, err := riverWorkComplete(ctx, e, p.Claimers, c.tickets)
-				p.River = append(p.River, r)
-				return err
-			}
-			if err := inTurn(round, sluice, river); err != nil {
-				return err
-			}
-			log.Printf("bench: round %d: %s: sluice %.0f/s, river %.0f/s", round+1, p.Name,
-				p.Sluice[len(p.Sluice)-1].PerSecond, p.River[len(p.River)-1].PerSecond)
-		}
-	}
-	for i := range res.Queue {
-		res.Queue[i].summarize()
-	}
-	return nil
 }
 
 // inTurn runs a then b in even rounds, b then a in odd ones.
@@ -118,7 +80,7 @@ func measureEnqueue(ctx context.Context, e *env, c config, res *results) error {
 				return err
 			}
 			defer e.dropSchema(ctx, schema)
-			cl, err := riverClient(e, schema, 0)
+			cl, err := riverClient(e.riverPool, schema, 0)
 			if err != nil {
 				return err
 			}

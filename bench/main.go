@@ -8,13 +8,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -24,7 +29,7 @@ type config struct {
 	out      string
 	short    bool
 	rounds   int
-	tickets  int           // per claim + complete and enqueue run
+	tickets  int           // per enqueue run
 	queued   []int         // queue lengths of the claim latency figure
 	rateFor  time.Duration // each rate accuracy run
 	// pgbenchFor is each pgbench run's length in seconds.
@@ -33,6 +38,10 @@ type config struct {
 	// claimBatch is the tickets a Sluice claim admits and a completion completes at most: the
 	// dispatcher's ClaimBatch and completer batch.
 	claimBatch int
+	// The fleet figure: replicas and lines (rows: each replica count by each line count, and by the
+	// tenant caps shape when fleetTenants > 0), tickets per run, and each replica's pool size.
+	fleetReplicas, fleetLines             []int
+	fleetTickets, fleetPool, fleetTenants int
 }
 
 func main() {
@@ -41,8 +50,13 @@ func main() {
 	flag.StringVar(&c.out, "out", "results", "directory the results table and JSON are written to")
 	flag.BoolVar(&c.short, "short", false, "a form that runs in a few minutes: fewer tickets, one round, no 1M queue")
 	flag.IntVar(&c.rounds, "rounds", 3, "repeats of each figure (medians are reported); -short sets 1")
-	flag.StringVar(&c.only, "only", "", "run only this figure: queue, enqueue, latency, rate, pgbench")
+	flag.StringVar(&c.only, "only", "", "run only this figure: fleet, enqueue, latency, rate, pgbench")
 	flag.IntVar(&c.claimBatch, "claim-batch", 100, "Sluice's claim and completion batch (the plugin's Options.ClaimBatch; 100 by default)")
+	replicas := flag.String("fleet-replicas", "", "the fleet figure's replica counts (default 1,8,32,128; -short 1,8,32)")
+	lines := flag.String("fleet-lines", "", "the fleet figure's line counts (default 1,100,1000,10000; -short 1,1000)")
+	flag.IntVar(&c.fleetTickets, "fleet-tickets", 0, "tickets per fleet run (default 10000; -short 3000)")
+	flag.IntVar(&c.fleetPool, "fleet-pool", 2, "each replica's pool size (MaxConns); its listener is one more connection")
+	flag.IntVar(&c.fleetTenants, "fleet-tenants", 10_000, "tenant caps of the fleet's tenant-cap rows (0: none)")
 	flag.Parse()
 	if c.database == "" {
 		c.database = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -51,8 +65,19 @@ func main() {
 	if c.short {
 		c.rounds, c.tickets, c.queued, c.rateFor, c.pgbenchFor = 1, 5_000, []int{1_000, 100_000}, 15*time.Second, 5
 	}
-	ctx := context.Background()
+	var err error
+	if c.fleetReplicas, err = intList(*replicas, "1,8,32,128", "1,8,32", c.short); err != nil {
+		log.Fatalf("-fleet-replicas: %v", err)
+	}
+	if c.fleetLines, err = intList(*lines, "1,100,1000,10000", "1,1000", c.short); err != nil {
+		log.Fatalf("-fleet-lines: %v", err)
+	}
+	c.fleetTickets = cmp.Or(c.fleetTickets, map[bool]int{false: 10_000, true: 3_000}[c.short])
+	// An interrupt cancels the runs, so that the private cluster of the fleet figure is stopped and
+	// removed on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	res, err := measureAll(ctx, c)
+	stop()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +111,7 @@ func measureAll(ctx context.Context, c config) (*results, error) {
 		fn   func(context.Context, *env, config, *results) error
 	}{
 		{"pgbench", measurePgbench},
-		{"queue", measureQueue},
+		{"fleet", measureFleet},
 		{"enqueue", measureEnqueue},
 		{"latency", measureClaimLatency},
 		{"rate", measureRate},
@@ -102,4 +127,23 @@ func measureAll(ctx context.Context, c config) (*results, error) {
 	}
 	res.Finished = time.Now().UTC()
 	return res, nil
+}
+
+// intList parses a comma-separated list of positive integers; empty means def, or short under -short.
+func intList(s, def, short string, isShort bool) ([]int, error) {
+	if s == "" {
+		s = def
+		if isShort {
+			s = short
+		}
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

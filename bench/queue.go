@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/throttle"
@@ -73,126 +71,8 @@ func sluiceLimits(ctx context.Context, q *engine.Queue, keys int) error {
 	return q.UpsertLimits(ctx, ls...)
 }
 
-// sluiceClaimComplete drains n queued tickets with claimers, each a worker process's pair of
-// dispatcher loops: a claimer (batches of claimBatch, its own tickets straight to running, a wait for
-// a notification after a short claim) and a completer that group-commits what finished.
-func sluiceClaimComplete(ctx context.Context, e *env, claimers, keys, n, batch int) (run, error) {
-	q, err := e.sluiceQueue(ctx)
-	if err != nil {
-		return run{}, err
-	}
-	defer e.dropSchema(ctx, q.Schema())
-	if err := sluiceLimits(ctx, q, keys); err != nil {
-		return run{}, err
-	}
-	if _, err := sluiceFill(ctx, q, n, keys); err != nil {
-		return run{}, err
-	}
-	if _, err := q.Pool().Exec(ctx, `ANALYZE `+q.Schema()+`.sluice_ticket`); err != nil {
-		return run{}, err
-	}
-	notifier := q.NewNotifier(nil)
-	nctx, stopNotifier := context.WithCancel(ctx)
-	var nwg sync.WaitGroup
-	nwg.Go(func() { _ = notifier.Run(nctx) })
-	defer func() { stopNotifier(); nwg.Wait() }()
-	<-notifier.Listening()
-
-	var done atomic.Int64
-	e.count.reset()
-	start := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	// The claimers stop when the last completion is recorded: nothing else would wake them then.
-	claiming, allDone := context.WithCancel(gctx)
-	defer allDone()
-	for c := range claimers {
-		owner := fmt.Sprint("claimer-", c)
-		finished := make(chan []engine.Ticket, n/batch+1)
-		g.Go(func() error { return claimUntil(claiming, q, notifier, owner, batch, finished) })
-		g.Go(func() error {
-			defer allDone()
-			return completeUntil(gctx, q, batch, &done, int64(n), finished)
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return run{}, err
-	}
-	return measured(n, time.Since(start), e.count), nil
-}
-
-// claimUntil is the dispatcher Claimer's loop: claim a batch, hand this owner's tickets on (to the
-// completer here, as the runner does once each returns), claim again at once after a full batch,
-// else wait for a notification. It stops when ctx is done.
-func claimUntil(ctx context.Context, q *engine.Queue, notifier *engine.Notifier, owner string, batch int,
-	finished chan<- []engine.Ticket) error {
-	waiter := notifier.ClaimWaiter()
-	defer waiter.Close()
-	for {
-		res, err := q.Claim(ctx, engine.ClaimParams{Max: batch, Owner: owner})
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if len(res.Admitted) > 0 {
-			finished <- res.Admitted
-		}
-		if len(res.Admitted) < batch && !res.More && !waiter.Wait(ctx, res.WaitsOnRelease, pollEvery) {
-			return nil
-		}
-	}
-}
-
-// completeUntil is the dispatcher Completer's group commit: it completes, in one transaction, the
-// runs that finished while the previous one was under way, up to completeBatch (the dispatcher's is
-// 100).
-func completeUntil(ctx context.Context, q *engine.Queue, completeBatch int, done *atomic.Int64, n int64, finished <-chan []engine.Ticket) error {
-	var pending []engine.Ticket
-	for done.Load() < n {
-		if len(pending) == 0 {
-			select {
-			case ts := <-finished:
-				pending = ts
-			case <-time.After(10 * time.Millisecond): // another claimer's completer may finish the run
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	more:
-		for len(pending) < completeBatch {
-			select {
-			case ts := <-finished:
-				pending = append(pending, ts...)
-			default:
-				break more
-			}
-		}
-		batch := pending[:min(len(pending), completeBatch)]
-		ps := make([]engine.CompleteParams, len(batch))
-		for i, t := range batch {
-			ps[i] = engine.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: engine.OutcomeCompleted}
-		}
-		found, err := q.CompleteMany(ctx, ps)
-		if err != nil {
-			return err
-		}
-		// A ticket the completion did not find was not admitted or running: admitted twice and
-		// completed by another claimer's batch, or lost. Counting it as done would hide both.
-		for i, ok := range found {
-			if !ok {
-				return fmt.Errorf("complete: ticket %d was not admitted or running when completed (admitted twice, or lost)", ps[i].TicketID)
-			}
-		}
-		pending = pending[len(batch):]
-		done.Add(int64(len(ps)))
-	}
-	return nil
-}
-
-// riverClient returns a River client on schema; with workers > 0 it works the default queue.
-func riverClient(e *env, schema string, workers int) (*river.Client[pgxTx], error) {
+// riverClient returns a River client on schema over pool; with workers > 0 it works the default queue.
+func riverClient(pool *pgxpool.Pool, schema string, workers int) (*river.Client[pgxTx], error) {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, noopWorker{})
 	cfg := &river.Config{Schema: schema, Workers: ws, Logger: slog.New(slog.DiscardHandler)}
@@ -202,7 +82,7 @@ func riverClient(e *env, schema string, workers int) (*river.Client[pgxTx], erro
 		cfg.FetchCooldown, cfg.FetchPollInterval = 2*time.Millisecond, 20*time.Millisecond
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}
 	}
-	return river.NewClient(riverpgxv5.New(e.riverPool), cfg)
+	return river.NewClient(riverpgxv5.New(pool), cfg)
 }
 
 // riverFill inserts n noop jobs by InsertMany in batches and returns the time it took.
@@ -218,68 +98,4 @@ func riverFill(ctx context.Context, c *river.Client[pgxTx], n int) (time.Duratio
 		}
 	}
 	return time.Since(start), nil
-}
-
-// riverWorkComplete drains n inserted noop jobs with clients River clients (each a producer with
-// riverWorkers workers), until each job's completion is recorded (River's completed event
-// is sent once its completer has written the batch).
-func riverWorkComplete(ctx context.Context, e *env, clients, n int) (run, error) {
-	schema, err := e.riverSchema(ctx)
-	if err != nil {
-		return run{}, err
-	}
-	defer e.dropSchema(ctx, schema)
-	inserter, err := riverClient(e, schema, 0)
-	if err != nil {
-		return run{}, err
-	}
-	if _, err := riverFill(ctx, inserter, n); err != nil {
-		return run{}, err
-	}
-	if _, err := e.riverPool.Exec(ctx, `ANALYZE `+schema+`.river_job`); err != nil {
-		return run{}, err
-	}
-	var done atomic.Int64
-	all := make(chan struct{})
-	var cs []*river.Client[pgxTx]
-	var wg sync.WaitGroup
-	for range clients {
-		c, err := riverClient(e, schema, riverWorkers)
-		if err != nil {
-			return run{}, err
-		}
-		// A buffer for every job: River drops the events a full buffer cannot take.
-		events, cancel := c.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: n + 1})
-		defer cancel()
-		wg.Go(func() {
-			for range events {
-				if done.Add(1) == int64(n) {
-					close(all)
-				}
-			}
-		})
-		cs = append(cs, c)
-	}
-	e.riverCount.reset()
-	start := time.Now()
-	for _, c := range cs {
-		if err := c.Start(ctx); err != nil {
-			return run{}, err
-		}
-	}
-	select {
-	case <-all:
-	case <-time.After(3 * time.Minute):
-		for _, c := range cs {
-			_ = c.Stop(ctx)
-		}
-		return run{}, fmt.Errorf("river completed %d of %d jobs in 3 minutes", done.Load(), n)
-	}
-	r := measured(n, time.Since(start), e.riverCount)
-	for _, c := range cs {
-		if err := c.Stop(ctx); err != nil {
-			return run{}, err
-		}
-	}
-	return r, nil
 }

@@ -16,7 +16,7 @@ type results struct {
 	ClaimBatch   int            `json:"sluice_claim_batch"`
 	Machine      Machine        `json:"machine"`
 	Pgbench      *pgbenchResult `json:"pgbench,omitempty"`
-	Queue        []pair         `json:"claim_complete,omitempty"`
+	Fleet        *fleetResult   `json:"fleet,omitempty"`
 	Enqueue      []pair         `json:"enqueue,omitempty"`
 	ClaimLatency []latency      `json:"claim_latency,omitempty"`
 	Rate         []rateResult   `json:"rate_accuracy,omitempty"`
@@ -41,10 +41,13 @@ func (r *results) markdown() string {
 			fmt.Fprintf(&b, "Ceiling: pgbench simple-update (-N -c 8 -j 2, %d s): %.0f tx/s (load %.1f).\n\n", p.Seconds, p.MedianTPS, p.LoadAverage[0])
 		}
 	}
-	if len(r.Queue)+len(r.Enqueue) > 0 {
+	if r.Fleet != nil {
+		b.WriteString(r.Fleet.markdown())
+	}
+	if len(r.Enqueue) > 0 {
 		b.WriteString("| figure | Sluice /s | River /s | ratio | target | statements per ticket (Sluice / River) | transactions per ticket (Sluice / River) | load (1 min) |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|\n")
-		for _, p := range append(append([]pair{}, r.Queue...), r.Enqueue...) {
+		for _, p := range r.Enqueue {
 			st := func(rs []run) float64 { return median(rs, func(x run) float64 { return x.StatementsPerTicket }) }
 			tx := func(rs []run) float64 { return median(rs, func(x run) float64 { return x.TransactionsPerTicket }) }
 			load := median(p.Sluice, func(x run) float64 { return x.LoadAverage[0] })

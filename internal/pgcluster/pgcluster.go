@@ -6,6 +6,8 @@ package pgcluster
 
 import (
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -73,72 +75,120 @@ func versionOf(dir string) float64 {
 	return v
 }
 
+// ErrUnavailable wraps why no private cluster can be started on this machine: no server binaries, or
+// no postgres OS user to run them as root. Start skips the test on it.
+var ErrUnavailable = errors.New("pgcluster: unavailable")
+
+// DefaultMaxConnections is the cluster's max_connections when Options.MaxConnections is 0.
+const DefaultMaxConnections = 200
+
+// Options configures New. The zero value is a cluster as Start makes it.
+type Options struct {
+	// MaxConnections is the server's max_connections. Defaults to DefaultMaxConnections.
+	MaxConnections int
+}
+
 // Start initialises and starts a cluster, stopped and removed at the end of the test. Without
 // PostgreSQL binaries it skips the test, or fails it when CI is set.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	c, err := New(Options{})
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		testenv.Skip(t, err.Error())
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// New initialises and starts a cluster for a caller outside a test (the benchmark); Close stops it and
+// removes its directory. On error nothing is left behind. The error wraps ErrUnavailable when the
+// machine cannot run one.
+func New(opts Options) (*Cluster, error) {
+	opts.MaxConnections = cmp.Or(opts.MaxConnections, DefaultMaxConnections)
 	bin, err := BinDir()
 	if err != nil {
-		testenv.Skip(t, fmt.Sprintf("no PostgreSQL server binaries (%v)", err))
+		return nil, fmt.Errorf("%w: no PostgreSQL server binaries (%v)", ErrUnavailable, err)
 	}
 	c := &Cluster{BinDir: bin, asPostgres: os.Geteuid() == 0}
 	// Not t.TempDir: its parent is private to this user, and the server may run as postgres.
 	dir, err := os.MkdirTemp("", "sluice-pgcluster-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.Dir, c.DataDir = dir, filepath.Join(dir, "data")
-	t.Cleanup(func() {
-		_ = c.run("stop", "-D", c.DataDir, "-m", "immediate", "-w", "-t", "30")
-		if b, err := os.ReadFile(filepath.Join(c.DataDir, "postmaster.pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])); err == nil && pid > 0 {
-				if p, err := os.FindProcess(pid); err == nil {
-					_ = p.Kill()
-				}
-			}
+	if err := c.initAndStart(opts); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close stops the server at once (immediate mode, then a kill of the postmaster if it lingers) and
+// removes the cluster's directory. It is safe to call twice.
+func (c *Cluster) Close() {
+	_ = c.run("stop", "-D", c.DataDir, "-m", "immediate", "-w", "-t", "30")
+	if pid, err := c.PostmasterPID(); err == nil && pid > 0 {
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
 		}
-		_ = os.RemoveAll(dir)
-	})
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	}
+	_ = os.RemoveAll(c.Dir)
+}
+
+// initAndStart runs initdb in c.Dir and starts the server on a free port, trying a few ports.
+func (c *Cluster) initAndStart(opts Options) error {
+	if err := os.Chmod(c.Dir, 0o755); err != nil {
+		return err
 	}
 	if c.asPostgres {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			testenv.Skip(t, fmt.Sprintf("running as root with no postgres OS user to run a private cluster as (%v)", err))
+			return fmt.Errorf("%w: running as root with no postgres OS user to run a private cluster as (%v)", ErrUnavailable, err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+		if err := os.Chown(c.Dir, uid, gid); err != nil {
+			return err
 		}
 	}
 	if out, err := c.command("initdb", "-D", c.DataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput(); err != nil {
-		t.Fatalf("pgcluster: initdb: %v\n%s", err, out)
+		return fmt.Errorf("pgcluster: initdb: %v\n%s", err, out)
 	}
 	var lastErr error
 	for range 5 {
 		port, err := freePort()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		conf := fmt.Sprintf("\n# written by internal/pgcluster\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
-			"fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n", port, c.Dir)
-		// postgresql.conf belongs to the server's user: append through it.
+			"fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = %d\n", port, c.Dir, opts.MaxConnections)
+		// postgresql.conf belongs to the server's user: append through it. A later line wins, so a
+		// retry's port replaces the last one's.
 		cmd := c.command("sh", "-c", `cat >>"$1"`, "_", filepath.Join(c.DataDir, "postgresql.conf"))
 		cmd.Stdin = strings.NewReader(conf)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("pgcluster: write postgresql.conf: %v\n%s", err, out)
+			return fmt.Errorf("pgcluster: write postgresql.conf: %v\n%s", err, out)
 		}
 		c.Port = port
 		if lastErr = c.Start(); lastErr == nil {
 			c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-			return c
+			return nil
 		}
 		_ = c.run("stop", "-D", c.DataDir, "-m", "immediate", "-w")
 	}
-	t.Fatalf("pgcluster: could not start PostgreSQL: %v", lastErr)
-	return nil
+	return fmt.Errorf("pgcluster: could not start PostgreSQL: %v", lastErr)
+}
+
+// PostmasterPID returns the process ID of the running server, from postmaster.pid.
+func (c *Cluster) PostmasterPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.DataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
 }
 
 // Start starts the (stopped) server and waits until it accepts connections.

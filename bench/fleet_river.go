@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
+)
+
+// riverFleet drains n noop jobs inserted beforehand with clients River clients, each on a pool of its
+// own of the replicas' size (River's listener holds one of its connections), started together once
+// all are connected, until every job's completion is recorded (River sends the completed event once
+// its completer has written the batch).
+func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, error) {
+	e := fe.env
+	schema, err := e.riverSchema(ctx)
+	if err != nil {
+		return fleetRun{}, err
+	}
+	defer e.dropSchema(ctx, schema)
+	inserter, err := riverClient(e.riverPool, schema, 0)
+	if err != nil {
+		return fleetRun{}, err
+	}
+	if _, err := riverFill(ctx, inserter, n); err != nil {
+		return fleetRun{}, err
+	}
+	if _, err := e.riverPool.Exec(ctx, `ANALYZE `+schema+`.river_job`); err != nil {
+		return fleetRun{}, err
+	}
+	pools, err := riverPools(ctx, fe, clients)
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	if err != nil {
+		return fleetRun{}, err
+	}
+	var done atomic.Int64
+	all := make(chan struct{})
+	cs := make([]*river.Client[pgxTx], len(pools))
+	for i, pool := range pools {
+		if cs[i], err = riverClient(pool, schema, riverWorkers); err != nil {
+			return fleetRun{}, err
+		}
+		// A buffer for every job: River drops the events a full buffer cannot take.
+		events, cancel := cs[i].SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: n + 1})
+		defer cancel()
+		go func() {
+			for range events {
+				if done.Add(1) == int64(n) {
+					close(all)
+				}
+			}
+		}()
+	}
+	m, err := fe.begin(ctx, "river-fleet", fe.riverCount)
+	if err != nil {
+		return fleetRun{}, err
+	}
+	for _, c := range cs {
+		if err := c.Start(ctx); err != nil {
+			m.end(n)
+			stopRiver(cs)
+			return fleetRun{}, err
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(fleetTimeout):
+	}
+	out := m.end(n)
+	stopRiver(cs)
+	if got := done.Load(); got < int64(n) {
+		return out, fmt.Errorf("river fleet: %d of %d jobs completed in %s", got, n, fleetTimeout)
+	}
+	return out, nil
+}
+
+// riverPools opens clients pools of the fleet's size, every connection open, a few at a time; on
+// error it returns those it made, for the caller to close.
+func riverPools(ctx context.Context, fe *fleetEnv, clients int) ([]*pgxpool.Pool, error) {
+	pools := make([]*pgxpool.Pool, clients)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range pools {
+		g.Go(func() error {
+			p, err := fleetPool(gctx, fe.url, fe.poolSize, "river-fleet", fe.riverCount)
+			if err != nil {
+				return err
+			}
+			pools[i] = p
+			return warm(gctx, p)
+		})
+	}
+	err := g.Wait()
+	made := pools[:0]
+	for _, p := range pools {
+		if p != nil {
+			made = append(made, p)
+		}
+	}
+	return made, err
+}
+
+// stopRiver stops the clients together, each given a minute.
+func stopRiver(cs []*river.Client[pgxTx]) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = c.Stop(ctx)
+		})
+	}
+	wg.Wait()
+}
