@@ -221,6 +221,9 @@ func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool
 	if err := c.rereadAdmitted(line, page); err != nil {
 		return false, err
 	}
+	if err := c.prelock(ctx, page); err != nil {
+		return false, err
+	}
 	cands := make([]throttle.Candidate, len(page))
 	for i, t := range page {
 		cands[i] = throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost, VStart: t.VStart,
@@ -240,26 +243,6 @@ func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool
 	}
 	c.apply(line, page, d)
 	return d.Blocked != throttle.ReasonNone, nil
-}
-
-// lockOthers locks the other limits a ticket draws on, as throttle reaches it, skipping those another
-// claimer holds.
-func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]throttle.LimitState, time.Time, error) {
-	keys = slices.Clone(keys)
-	slices.Sort(keys)
-	locked, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit
-		WHERE key = ANY($2) ORDER BY key FOR UPDATE SKIP LOCKED`, slices.Compact(keys))
-	if err != nil || len(locked) == 0 {
-		return nil, time.Time{}, err
-	}
-	// Decisions from here on read the newly locked rows, with the clock read after their locks.
-	c.folded = folded || c.folded
-	got := make(map[string]throttle.LimitState, len(locked))
-	for _, k := range locked {
-		r := c.locked[k]
-		got[k] = throttle.LimitState{Limit: r.limit, State: r.state}
-	}
-	return got, now, nil
 }
 
 // apply records throttle's decision on a page of line, to be stored by store.

@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // adoptAhead adds to the first lines the line of the page read ahead, when the locks did not take it:
@@ -54,4 +57,55 @@ func (c *claimRun) readLines() []string {
 		return []string{}
 	}
 	return c.lines
+}
+
+// prelock locks, in one statement, the other limits that the first budget tickets of page draw on,
+// before throttle decides on it: a line whose tickets each draw on a limit of their own (a tenant's
+// cap) then costs a statement per page instead of one per ticket. At most budget of them can be
+// admitted; the limits of tickets past them, reached when some are passed over, throttle still locks
+// as it reaches them. A limit another claimer holds (or that does not exist) is unavailable, as
+// throttle's own lock would have found it.
+func (c *claimRun) prelock(ctx context.Context, page []Ticket) error {
+	var keys []string
+	for _, t := range page[:min(len(page), c.budget)] {
+		for _, k := range t.LimitKeys {
+			if c.locked[k] == nil && !c.unavailable[k] {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	got, now, err := c.lockOthers(ctx, keys)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, ok := got[k]; !ok {
+			c.unavailable[k] = true
+		}
+	}
+	c.took(now, false)
+	return nil
+}
+
+// lockOthers locks the other limits a ticket draws on, as throttle reaches it, skipping those another
+// claimer holds.
+func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]throttle.LimitState, time.Time, error) {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	locked, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit
+		WHERE key = ANY($2) ORDER BY key FOR UPDATE SKIP LOCKED`, slices.Compact(keys))
+	if err != nil || len(locked) == 0 {
+		return nil, time.Time{}, err
+	}
+	// Decisions from here on read the newly locked rows, with the clock read after their locks.
+	c.folded = folded || c.folded
+	got := make(map[string]throttle.LimitState, len(locked))
+	for _, k := range locked {
+		r := c.locked[k]
+		got[k] = throttle.LimitState{Limit: r.limit, State: r.state}
+	}
+	return got, now, nil
 }
