@@ -20,10 +20,10 @@ func (o Options) validatePooler() error {
 	if !o.TransactionPooler {
 		return nil
 	}
-	if mode := o.Pool.Config().ConnConfig.DefaultQueryExecMode; mode == pgx.QueryExecModeCacheStatement {
-		return fmt.Errorf("sluice: Options.TransactionPooler is set but Options.Pool's DefaultQueryExecMode is %s, "+
-			"whose prepared statements a pooler in transaction mode cannot follow: add default_query_exec_mode=exec "+
-			"to the pool's URL (or set ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeExec)", mode)
+	if o.Pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		return errors.New("sluice: Options.TransactionPooler is set but Options.Pool's DefaultQueryExecMode is cache_statement, " +
+			"whose prepared statements a pooler in transaction mode cannot follow: add default_query_exec_mode=exec " +
+			"to the pool's URL (or set ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeExec)")
 	}
 	return nil
 }
