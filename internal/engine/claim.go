@@ -70,7 +70,8 @@ type claimRun struct {
 	depthAdmitted []int
 	firstPage     int      // the size of the page read ahead (claimTx.ahead)
 	lines         []string // the lines locked, in the order read
-	atMaxLines    bool     // the claim stopped at MaxLines, budget left
+	prefetched    map[string]prefetchedPage
+	atMaxLines    bool // the claim stopped at MaxLines, budget left
 }
 
 // newClaimRun starts a claim of p in tx.
@@ -125,6 +126,9 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 		if err == nil && len(c.lines) == 0 {
 			lines, err = c.adoptAhead(ctx, lines)
 		}
+		if err == nil {
+			err = c.prefetch(ctx, lines)
+		}
 		if err != nil {
 			return err
 		}
@@ -178,8 +182,7 @@ func (c *claimRun) claimLine(ctx context.Context, line string) error {
 	before := len(c.admittedIDs)
 	var cursor *Ticket
 	for scanned := 0; c.budget > 0 && scanned < maxLineScan; {
-		pageSize := min(max(c.budget, 64), maxLineScan-scanned)
-		page, err := c.page(ctx, line, cursor, pageSize)
+		page, pageSize, err := c.page(ctx, line, cursor, min(max(c.budget, 64), maxLineScan-scanned))
 		if err != nil {
 			return err
 		}
@@ -199,20 +202,29 @@ func (c *claimRun) claimLine(ctx context.Context, line string) error {
 	return nil
 }
 
-// page locks and returns up to size queued tickets of line, in line order, after cursor: the page read
-// ahead with the locks when it is this one.
-func (c *claimRun) page(ctx context.Context, line string, cursor *Ticket, size int) ([]Ticket, error) {
+// page locks and returns up to size queued tickets of line, in line order, after cursor, and the size
+// the page was read with (the line ends before a page shorter than it): the page read ahead with the
+// locks, or the one prefetched with its chunk of lines, when it is this one.
+func (c *claimRun) page(ctx context.Context, line string, cursor *Ticket, size int) ([]Ticket, int, error) {
 	if ahead := c.tx.ahead; cursor == nil && len(ahead) > 0 && ahead[0].LineKey == line && size == c.firstPage {
 		c.tx.ahead = nil
-		return ahead, nil
+		return ahead, size, nil
 	}
+	if p, ok := c.prefetched[line]; ok && cursor == nil {
+		delete(c.prefetched, line)
+		return p.tickets, p.size, nil
+	}
+	var ts []Ticket
+	var err error
 	if cursor == nil {
-		return collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+		ts, err = collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
 			WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, size))
+	} else {
+		ts, err = collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+			WHERE line_key = $1 AND state = 'queued' AND (priority, vstart, seq) > ($3, $4, $5)
+			ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, size, cursor.Priority, cursor.VStart, cursor.Seq))
 	}
-	return collectTickets(c.tx.Query(ctx, c.q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
-		WHERE line_key = $1 AND state = 'queued' AND (priority, vstart, seq) > ($3, $4, $5)
-		ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED`), line, size, cursor.Priority, cursor.VStart, cursor.Seq))
+	return ts, size, err
 }
 
 // decide has throttle decide on a page of line and applies its decision. It reports whether the

@@ -109,3 +109,45 @@ func (c *claimRun) lockOthers(ctx context.Context, keys []string) (map[string]th
 	}
 	return got, now, nil
 }
+
+// prefetchedPage is the first page of a line, read with its chunk of lines, and the size it was read
+// with.
+type prefetchedPage struct {
+	tickets []Ticket
+	size    int
+}
+
+// prefetch reads the first page of each of lines, but the line whose page was read ahead, in one
+// statement: a claim over many short lines (tenants' lines) then costs a statement per chunk of lines
+// rather than one per line. Each page is the budget's share of the chunk, at least 16 tickets; a line
+// longer than its page is read on a page at a time, as any line is.
+func (c *claimRun) prefetch(ctx context.Context, lines []string) error {
+	want := make([]string, 0, len(lines))
+	for _, l := range lines {
+		if ahead := c.tx.ahead; len(ahead) == 0 || ahead[0].LineKey != l {
+			want = append(want, l)
+		}
+	}
+	if len(want) < 2 {
+		return nil // one line's page is one statement either way
+	}
+	size := min(max(c.budget/len(want)+1, 16), maxLineScan)
+	ts, err := collectTickets(c.tx.Query(ctx, c.q.s(`SELECT t.* FROM unnest($1::text[]) AS l(key),
+		LATERAL (SELECT `+ticketColumns+` FROM {s}.sluice_ticket WHERE line_key = l.key AND state = 'queued'
+			ORDER BY priority, vstart, seq LIMIT $2 FOR UPDATE SKIP LOCKED) t`), want, size))
+	if err != nil {
+		return err
+	}
+	if c.prefetched == nil {
+		c.prefetched = make(map[string]prefetchedPage, len(want))
+	}
+	for _, l := range want {
+		c.prefetched[l] = prefetchedPage{size: size}
+	}
+	for _, t := range ts { // in line order within each line
+		p := c.prefetched[t.LineKey]
+		p.tickets = append(p.tickets, t)
+		c.prefetched[t.LineKey] = p
+	}
+	return nil
+}

@@ -12,7 +12,7 @@ import (
 // Defaults and bounds of ClaimParams.
 const (
 	DefaultClaimMax      = 100
-	DefaultClaimMaxLines = 32
+	DefaultClaimMaxLines = 256
 )
 
 // ClaimParams bounds one claim.
@@ -20,8 +20,9 @@ type ClaimParams struct {
 	// Max is the most tickets admitted by the claim, over all lines. Defaults to DefaultClaimMax.
 	Max int
 	// MaxLines is the most lines (limit keys with queued tickets) one claim locks. Claimers racing on
-	// many keys thus split them between themselves instead of one taking all. Defaults to
-	// DefaultClaimMaxLines.
+	// many keys thus split them between themselves instead of one taking all. A claim locks lines in
+	// chunks (4, then twice the last) and reads each chunk's first pages in one statement, so that many
+	// short lines (one per tenant) cost a few statements per claim. Defaults to DefaultClaimMaxLines.
 	MaxLines int
 	// MinRemaining skips tickets whose deadline is closer than this: admitting them would spend quota
 	// on work Temporal is about to time out. They are removed. Defaults to 0.
