@@ -51,7 +51,7 @@ func main() {
 	flag.BoolVar(&c.short, "short", false, "a form that runs in a few minutes: fewer tickets, one round, no 1M queue")
 	flag.IntVar(&c.rounds, "rounds", 3, "repeats of each figure (medians are reported); -short sets 1")
 	flag.StringVar(&c.only, "only", "", "run only this figure: fleet, enqueue, latency, rate, pgbench")
-	flag.IntVar(&c.claimBatch, "claim-batch", 100, "Sluice's claim and completion batch (the plugin's Options.ClaimBatch; 100 by default)")
+	flag.IntVar(&c.claimBatch, "claim-batch", 1000, "Sluice's claim, take and completion batch (the plugin's Options.ClaimBatch; 1000 by default)")
 	replicas := flag.String("fleet-replicas", "", "the fleet figure's replica counts (default 1,8,32,128; -short 1,8,32)")
 	lines := flag.String("fleet-lines", "", "the fleet figure's line counts (default 1,100,1000,10000; -short 1,1000)")
 	flag.IntVar(&c.fleetTickets, "fleet-tickets", 0, "tickets per fleet run (default 10000; -short 3000)")
