@@ -353,9 +353,9 @@ func TestCLI_Edges(t *testing.T) {
 	require.Contains(t, out, `"evil\x1b[2Jid"`)
 	require.NotContains(t, out, "\x1b")
 
-	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 7`)
+	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 8`)
 	require.NoError(t, err)
 	code, _, errOut = f.run(t, "status")
 	require.Equal(t, cli.ExitNotFound, code)
-	require.Contains(t, errOut, "is at version 6 and lacks migration 7 (checked_changes): run sluice migrate up")
+	require.Contains(t, errOut, "is at version 7 and lacks migration 8 (key_prefix_index): run sluice migrate up")
 }
