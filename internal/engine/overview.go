@@ -73,65 +73,79 @@ func effectiveRate(c string) string {
 	return `CASE WHEN l.learned_` + c + ` < l.` + c + ` THEN l.learned_` + c + ` ELSE l.` + c + ` END`
 }
 
-// overviewFigures are the columns of one key, for the limit row aliased l: $1 is the instant read, $2
-// a minute before it (statusUsage's). Each subquery reads one key's line through its index.
-var overviewFigures = `SELECT l.key,
-		(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued') AS queued,
-		(SELECT min(head.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
-			ORDER BY t.priority, t.vstart, t.seq LIMIT ` + statusOldestAmong + `) head) AS oldest,
-		l.inflight_count - ` + pendingCount + ` AS inflight, l.inflight_tokens - ` + pendingTokens + ` AS inflight_tokens,
-		l.max_concurrent, l.max_inflight_tokens, l.paused_until,
-		u.requests, u.tokens, u.input_tokens, u.output_tokens,
-		60 * (` + effectiveRate("requests_per_second") + `) AS rpm, ` + effectiveRate("tokens_per_minute") + ` AS tpm,
-		` + effectiveRate("input_tokens_per_minute") + ` AS itpm, ` + effectiveRate("output_tokens_per_minute") + ` AS otpm
-	FROM p JOIN {s}.sluice_limit l USING (key)` + statusUsage
+// overviewQueued and overviewOldest are a key's queued tickets and the instant its line's head was
+// written (as Status reads them), for the key column k; each reads the key's line through its index.
+func overviewQueued(k string) string {
+	return `(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = ` + k + ` AND t.state = 'queued')`
+}
 
-// overviewShares turns the figures (aliased r) into shares of the limits (NULL where not set).
-const overviewShares = `SELECT r.*, coalesce(extract(epoch FROM $1::timestamptz - r.oldest), 0)::float8 AS oldest_wait,
+func overviewOldest(k string) string {
+	return `(SELECT min(head.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = ` + k + `
+		AND t.state = 'queued' ORDER BY t.priority, t.vstart, t.seq LIMIT ` + statusOldestAmong + `) head)`
+}
+
+// overviewWait is how long the line of key column k has waited at $1, in seconds; 0 when none waits.
+func overviewWait(k string) string {
+	return `coalesce(extract(epoch FROM $1::timestamptz - ` + overviewOldest(k) + `), 0)::float8`
+}
+
+// overviewRows are the figures of the keys of relation src (its column key): $1 is the instant read,
+// $2 a minute before it (statusUsage's). The pending releases (see limitReadColumns) are summed in one
+// pass over their ledger, which holds only what the next claims will fold in, rather than probed per key. The figures are computed once per key (OFFSET 0 keeps the
+// planner from copying each subquery into every expression that uses it), and a caller that reads
+// some columns only does not compute the others' subqueries (the planner drops unused columns of a
+// subquery). Then the shares of the limits (NULL where not set), the largest of them, and the limit it
+// is of (none when nothing is used).
+func overviewRows(src string) string {
+	return `SELECT x.*, coalesce(g.use, 0) AS use, CASE WHEN NOT g.use > 0 OR g.use IS NULL THEN ''
+		WHEN g.use = x.c_share THEN 'concurrency' WHEN g.use = x.it_share THEN 'inflight_tokens' WHEN g.use = x.r_share THEN 'requests'
+		WHEN g.use = x.t_share THEN 'tokens' WHEN g.use = x.i_share THEN 'input_tokens' ELSE 'output_tokens' END AS use_of
+	FROM (SELECT r.*, coalesce(extract(epoch FROM $1::timestamptz - r.oldest), 0)::float8 AS oldest_wait,
 		CASE WHEN r.max_concurrent > 0 THEN r.inflight::float8 / r.max_concurrent END AS c_share,
 		CASE WHEN r.max_inflight_tokens > 0 THEN r.inflight_tokens::float8 / r.max_inflight_tokens END AS it_share,
 		CASE WHEN r.rpm > 0 THEN r.requests / r.rpm END AS r_share, CASE WHEN r.tpm > 0 THEN r.tokens / r.tpm END AS t_share,
 		CASE WHEN r.itpm > 0 THEN r.input_tokens / r.itpm END AS i_share, CASE WHEN r.otpm > 0 THEN r.output_tokens / r.otpm END AS o_share
-	FROM r`
+	FROM (SELECT l.key, ` + overviewQueued("l.key") + ` AS queued, ` + overviewOldest("l.key") + ` AS oldest,
+		l.inflight_count - coalesce(rel.count, 0) AS inflight, l.inflight_tokens - coalesce(rel.reserved, 0) AS inflight_tokens,
+		l.max_concurrent, l.max_inflight_tokens, l.paused_until, u.requests, u.tokens, u.input_tokens, u.output_tokens,
+		60 * (` + effectiveRate("requests_per_second") + `) AS rpm, ` + effectiveRate("tokens_per_minute") + ` AS tpm,
+		` + effectiveRate("input_tokens_per_minute") + ` AS itpm, ` + effectiveRate("output_tokens_per_minute") + ` AS otpm
+	FROM ` + src + ` JOIN {s}.sluice_limit l USING (key)` + statusUsage + `
+		LEFT JOIN (SELECT rl.key, sum(rl.count)::int AS count, sum(rl.reserved)::bigint AS reserved
+			FROM {s}.sluice_release rl GROUP BY rl.key) rel ON rel.key = l.key
+	OFFSET 0) r) x
+	CROSS JOIN LATERAL (SELECT greatest(x.c_share, x.it_share, x.r_share, x.t_share, x.i_share, x.o_share) AS use) g`
+}
 
-// overviewUse is the largest share of the shares aliased x, and the limit it is of (none when nothing
-// is used).
-const overviewUse = `SELECT x.*, coalesce(g.use, 0) AS use, CASE WHEN NOT g.use > 0 OR g.use IS NULL THEN ''
-		WHEN g.use = x.c_share THEN 'concurrency' WHEN g.use = x.it_share THEN 'inflight_tokens' WHEN g.use = x.r_share THEN 'requests'
-		WHEN g.use = x.t_share THEN 'tokens' WHEN g.use = x.i_share THEN 'input_tokens' ELSE 'output_tokens' END AS use_of
-	FROM x CROSS JOIN LATERAL (SELECT greatest(x.c_share, x.it_share, x.r_share, x.t_share, x.i_share, x.o_share) AS use) g`
-
-// overviewOrder is each order's expression over overviewUse's columns.
+// overviewOrder is each order's column in overviewRows.
 var overviewOrder = map[OverviewSort]string{
 	OverviewByKey: "key", OverviewByQueued: "queued", OverviewByOldestWait: "oldest_wait", OverviewByUse: "use",
 }
 
 // overviewSQL is the statement of one page. The prefix is a byte-wise range ($3 to $4) that the
-// text_pattern_ops index of migration 8 serves whatever the database's collation. Ordered by key,
-// the page is cut from the keys before any line is read; ordered by a figure, every matching key's
-// figures are read (an index probe or four per key) and the page is cut from them. The total comes
-// from a row that exists even when the page is empty.
+// text_pattern_ops index of migration 8 serves whatever the database's collation. The page ($5 keys
+// after $6) is cut first, reading for every matching key only what the order needs: nothing ordered by
+// key, a count of its line by queued, the head of its line by oldest wait, its row, pending releases
+// and last minute by use. Then the page's keys alone get all their figures, read in the same snapshot.
+// The total comes from a row that exists even when the page is empty.
 func overviewSQL(sort OverviewSort, desc bool) string {
 	dir := " ASC"
 	if desc {
 		dir = " DESC"
 	}
-	order := overviewOrder[sort] + dir + ", key"
-	if sort == OverviewByKey {
-		order = "key" + dir
-	}
-	page, cut := ` ORDER BY `+order+` LIMIT $5 OFFSET $6`, ``
-	if sort != OverviewByKey {
-		page, cut = ``, page
-	}
+	page := dir + `, key LIMIT $5 OFFSET $6`
+	cut := map[OverviewSort]string{
+		OverviewByKey:        `SELECT key FROM f ORDER BY key` + dir + ` LIMIT $5 OFFSET $6`,
+		OverviewByQueued:     `SELECT key FROM f ORDER BY ` + overviewQueued("f.key") + page,
+		OverviewByOldestWait: `SELECT key FROM f ORDER BY ` + overviewWait("f.key") + page,
+		OverviewByUse:        `SELECT key FROM (` + overviewRows("f") + `) a ORDER BY use` + page,
+	}[sort]
 	return `WITH f AS (SELECT l.key FROM {s}.sluice_limit l WHERE l.key ~>=~ $3::text AND l.key ~<~ $4::text),
-	p AS (SELECT key FROM f` + page + `),
-	r AS (` + overviewFigures + `),
-	x AS (` + overviewShares + `),
-	y AS (` + overviewUse + cut + `)
+	p AS (` + cut + `),
+	y AS (` + overviewRows("p") + `)
 	SELECT n.total, y.key, y.queued, y.oldest, y.oldest_wait, y.inflight, y.inflight_tokens, y.max_concurrent, y.max_inflight_tokens,
 		y.paused_until, y.requests, y.tokens, y.input_tokens, y.output_tokens, y.rpm, y.tpm, y.itpm, y.otpm, y.use, y.use_of
-	FROM (SELECT count(*) AS total FROM f) n LEFT JOIN y ON true ORDER BY ` + order
+	FROM (SELECT count(*) AS total FROM f) n LEFT JOIN y ON true ORDER BY y.` + overviewOrder[sort] + dir + `, y.key`
 }
 
 // validate reports the first bad parameter, naming it and its value.
@@ -161,6 +175,12 @@ func (q *Queue) Overview(ctx context.Context, p OverviewParams) (Overview, error
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		now, err := q.now(ctx, tx)
 		if err != nil {
+			return err
+		}
+		// The planner prices each key's subqueries for lines of dozens of tickets, so that at
+		// thousands of keys the statement passes jit_above_cost, and compiling it would take seconds
+		// (measured: 2.7 s of a 3 s statement at 10,000 keys) for a statement of milliseconds.
+		if _, err := tx.Exec(ctx, `SET LOCAL jit = off`); err != nil {
 			return err
 		}
 		// No printable key holds U+10FFFF, so every key that starts with Prefix sorts byte-wise
