@@ -113,6 +113,7 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	h.mux.HandleFunc("GET /app.js", h.serveScript)
 	h.mux.HandleFunc("GET /api/status", h.serveStatus)
+	h.mux.HandleFunc("GET /api/overview", h.serveOverview)
 	h.mux.HandleFunc("POST /api/limits", h.write(h.setLimits))
 	h.mux.HandleFunc("POST /api/pause", h.write(h.pause))
 	h.mux.HandleFunc("POST /api/resume", h.write(h.resume))
