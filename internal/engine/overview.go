@@ -90,12 +90,13 @@ func overviewWait(k string) string {
 }
 
 // overviewRows are the figures of the keys of relation src (its column key): $1 is the instant read,
-// $2 a minute before it (statusUsage's). The pending releases (see limitReadColumns) are summed in one
-// pass over their ledger, which holds only what the next claims will fold in, rather than probed per key. The figures are computed once per key (OFFSET 0 keeps the
+// $2 a minute before it (statusUsage's). The figures are computed once per key (OFFSET 0 keeps the
 // planner from copying each subquery into every expression that uses it), and a caller that reads
-// some columns only does not compute the others' subqueries (the planner drops unused columns of a
-// subquery). Then the shares of the limits (NULL where not set), the largest of them, and the limit it
-// is of (none when nothing is used).
+// some columns only does not compute the others' subqueries (the planner drops the unused columns of a
+// subquery). The pending releases (see limitReadColumns) are summed in one pass over their ledger,
+// which holds only what the next claims will fold in, rather than probed per key. Then come the shares
+// of the limits (NULL where not set), the largest of them, and the limit it is of (none when nothing
+// is used).
 func overviewRows(src string) string {
 	return `SELECT x.*, coalesce(g.use, 0) AS use, CASE WHEN NOT g.use > 0 OR g.use IS NULL THEN ''
 		WHEN g.use = x.c_share THEN 'concurrency' WHEN g.use = x.it_share THEN 'inflight_tokens' WHEN g.use = x.r_share THEN 'requests'
