@@ -67,7 +67,9 @@ type Key struct {
 	Usage                  []Point `json:"usage"`
 }
 
-// Status is GET api/status: every key, and the chart's step.
+// Status is GET api/status: the keys named by its query (key=a&key=b, at most 100; those that do not
+// exist are left out), or every key when it names none; and the chart's step. The page reads the keys
+// whose cards are open.
 type Status struct {
 	Now       time.Time `json:"now"`
 	Schema    string    `json:"schema"`
@@ -80,9 +82,9 @@ type Status struct {
 func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	st, err := h.q.Status(ctx)
+	st, code, err := h.statusOf(ctx, r)
 	if err != nil {
-		h.fail(w, http.StatusInternalServerError, err)
+		h.fail(w, code, err)
 		return
 	}
 	keys := make([]string, len(st))

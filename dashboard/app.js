@@ -1,4 +1,6 @@
-// Sluice's dashboard: reads api/status every refresh and draws a card per key. No dependencies.
+// Sluice's dashboard: a table of the keys (api/overview: sorted, filtered and paged by the server), and
+// the cards of the keys opened from it (api/status?key=...), both read again every refresh. No
+// dependencies.
 "use strict";
 (function () {
   const meta = (n) => document.querySelector('meta[name="' + n + '"]').content;
@@ -6,6 +8,7 @@
   const refresh = Math.max(100, Number(meta("sluice-refresh-ms")) || 2000);
   const cards = document.getElementById("cards");
   const errorBox = document.getElementById("error");
+  const tbody = document.querySelector("#keys tbody");
   const fmt = (n) => Number(n).toLocaleString("en-US", { maximumFractionDigits: 1 });
   const dur = (s) => s <= 0 ? "–" : s < 60 ? s.toFixed(1) + " s" : s < 3600 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
   const svgNS = "http://www.w3.org/2000/svg";
@@ -55,17 +58,19 @@
     let sec = sections.get(k.key);
     if (!sec) {
       sec = el("section", { class: "card", "data-key": k.key });
-      sec.append(el("div"));
+      const close = el("button", { type: "button", class: "close", "data-action": "close", title: "close this card" }, "×");
+      close.addEventListener("click", () => closeCard(k.key));
+      sec.append(close, el("div", { class: "content" }));
       if (writable) sec.append(formOf(k));
       sections.set(k.key, sec);
     }
-    sec.firstChild.replaceWith(card(k));
+    sec.querySelector(":scope > .content").replaceWith(card(k));
     if (writable) formOf(k);
     return sec;
   }
 
   function card(k) {
-    const c = el("div");
+    const c = el("div", { class: "content" });
     const e = k.effective, paused = k.paused_until && new Date(k.paused_until) > new Date();
     const badge = paused ? el("span", { class: "badge paused", "data-field": "state" }, "paused " + new Date(k.paused_until).toLocaleTimeString())
       : k.queued > 0 ? el("span", { class: "badge waiting", "data-field": "state" }, "waiting on " + (k.head_wait_reason || "its turn"))
@@ -187,26 +192,170 @@
     errorBox.style.display = msg ? "block" : "none";
   }
 
+  // The overview's state: what the table asks of api/overview. opened are the keys whose cards show,
+  // in the order they were opened.
+  const view = { sort: "key", dir: "asc", prefix: "", page: 1, pages: 1 };
+  const opened = [];
+  let firstOverview = true;
+  // AUTO_OPEN: a schema of this many keys or fewer opens every card at the first load, as the page
+  // did before it had a table.
+  const AUTO_OPEN = 12;
+  let overviewSeq = 0, cardsSeq = 0;
+  const rows = new Map();
+
+  async function getJSON(url) {
+    const r = await fetch(url, { cache: "no-store" });
+    const body = await r.json();
+    if (!r.ok) throw new Error(body.error || r.statusText);
+    return body;
+  }
+
+  // loadOverview reads the page of the table the view names. An answer to an older request (the view
+  // changed since) is dropped.
+  async function loadOverview() {
+    const seq = ++overviewSeq;
+    const q = new URLSearchParams({ sort: view.sort, dir: view.dir, page: String(view.page) });
+    if (view.prefix) q.set("prefix", view.prefix);
+    const o = await getJSON("api/overview?" + q);
+    if (seq !== overviewSeq) return;
+    view.pages = o.pages;
+    if (!o.keys.length && view.page > o.pages) { // keys went: go back to the last page
+      view.page = o.pages;
+      return loadOverview();
+    }
+    if (firstOverview && !view.prefix && o.total <= AUTO_OPEN) {
+      for (const k of o.keys) if (!opened.includes(k.key)) opened.push(k.key);
+    }
+    firstOverview = false;
+    drawTable(o);
+  }
+
+  function cell(col, text) {
+    return el("td", { "data-col": col }, text);
+  }
+
+  // drawTable updates the table's rows in place: a row stays in the page across refreshes (only its
+  // cells' text changes), so that a click on its key is never lost to a redraw.
+  function drawTable(o) {
+    const trs = o.keys.map((k) => {
+      let tr = rows.get(k.key);
+      if (!tr) {
+        tr = el("tr", { "data-key": k.key });
+        const open = el("button", { type: "button", class: "key", "data-key": k.key }, k.key);
+        open.addEventListener("click", () => openCard(k.key));
+        const keyCell = el("td", { "data-col": "key" });
+        keyCell.append(open);
+        tr.append(keyCell, cell("queued"), cell("oldest_wait"), cell("inflight"), cell("use"), cell("paused"));
+        rows.set(k.key, tr);
+      }
+      const set = (col, text) => { tr.querySelector('[data-col="' + col + '"]').textContent = text; };
+      set("queued", fmt(k.queued));
+      set("oldest_wait", dur(k.oldest_wait_s));
+      set("inflight", fmt(k.inflight_count) + (k.max_concurrent ? " / " + fmt(k.max_concurrent) : ""));
+      set("use", k.use > 0 ? Math.round(k.use * 100) + "% " + k.use_of.replace("_", " ") : "–");
+      set("paused", k.paused_until ? "until " + new Date(k.paused_until).toLocaleTimeString() : "–");
+      tr.classList.toggle("open", opened.includes(k.key));
+      tr.classList.toggle("paused", !!k.paused_until);
+      return tr;
+    });
+    for (const key of rows.keys()) if (!o.keys.some((k) => k.key === key)) rows.delete(key);
+    const same = trs.length === tbody.children.length && trs.every((tr, i) => tbody.children[i] === tr);
+    if (!same) tbody.replaceChildren(...trs);
+    if (!trs.length) {
+      const td = el("td", { colspan: "6", class: "empty" }, o.prefix ? "No key starts with \"" + o.prefix + "\"." : "No limits yet in schema " + o.schema + ".");
+      const tr = el("tr"); tr.append(td); tbody.replaceChildren(tr);
+    }
+    document.getElementById("total").textContent = fmt(o.total) + (o.total === 1 ? " key" : " keys") + (o.prefix ? " starting with \"" + o.prefix + "\"" : "");
+    document.getElementById("updated").textContent = "updated " + new Date(o.now).toLocaleTimeString();
+    document.getElementById("pageinfo").textContent = "page " + fmt(o.page) + " of " + fmt(o.pages);
+    document.getElementById("prev").disabled = o.page <= 1;
+    document.getElementById("next").disabled = o.page >= o.pages;
+    for (const th of document.querySelectorAll("#keys th[data-sort]")) {
+      th.setAttribute("aria-sort", th.dataset.sort !== o.sort ? "none" : o.dir === "asc" ? "ascending" : "descending");
+    }
+  }
+
+  // loadCards reads the status of the opened keys only: the charts' data of the others are never read.
+  async function loadCards() {
+    const seq = ++cardsSeq;
+    const want = opened.slice();
+    let keys = [], writable = false;
+    if (want.length) {
+      const s = await getJSON("api/status?" + new URLSearchParams(want.map((k) => ["key", k])));
+      if (seq !== cardsSeq) return;
+      stepS = s.step_s || 10;
+      keys = s.keys, writable = s.writable;
+      // A key that is gone is left out of the answer: its card closes.
+      for (const k of want) if (!keys.some((x) => x.key === k)) opened.splice(opened.indexOf(k), 1);
+      keys.sort((a, b) => opened.indexOf(a.key) - opened.indexOf(b.key));
+    }
+    const secs = keys.filter((k) => opened.includes(k.key)).map((k) => section(k, writable));
+    const same = secs.length === cards.children.length && secs.every((sec, i) => cards.children[i] === sec);
+    if (!same) { // cards opened or closed: lay them out again
+      for (const key of sections.keys()) if (!opened.includes(key)) { sections.delete(key); forms.delete(key); }
+      cards.replaceChildren(...secs);
+      if (!secs.length) cards.append(el("div", { class: "empty hint" }, "Click a key in the table to open its card."));
+    }
+  }
+
+  async function openCard(key) {
+    if (!opened.includes(key)) opened.push(key);
+    if (rows.has(key)) rows.get(key).classList.add("open");
+    await refreshNow(loadCards);
+    // The cards are below the table: bring the one opened into sight.
+    const sec = sections.get(key);
+    if (sec) sec.scrollIntoView({ block: "nearest" });
+  }
+
+  function closeCard(key) {
+    const i = opened.indexOf(key);
+    if (i >= 0) opened.splice(i, 1);
+    if (rows.has(key)) rows.get(key).classList.remove("open");
+    refreshNow(loadCards);
+  }
+
+  // refreshNow runs one read out of the loop's turn, for what the user just did.
+  async function refreshNow(read) {
+    try {
+      await read();
+      if (!errorBox.dataset.sticky) showError("");
+    } catch (e) {
+      showError("Cannot read the status: " + e.message);
+    }
+  }
+
   async function load() {
     try {
-      const r = await fetch("api/status", { cache: "no-store" });
-      const s = await r.json();
-      if (!r.ok) throw new Error(s.error || r.statusText);
-      stepS = s.step_s || 10;
-      const secs = s.keys.map((k) => section(k, s.writable));
-      const same = secs.length === cards.children.length && secs.every((sec, i) => cards.children[i] === sec);
-      if (!same) { // keys came or went: lay the cards out again
-        for (const key of sections.keys()) if (!s.keys.some((k) => k.key === key)) { sections.delete(key); forms.delete(key); }
-        cards.replaceChildren(...secs);
-        if (!secs.length) cards.append(el("div", { class: "empty" }, "No limits yet in schema " + s.schema + "."));
-      }
-      document.getElementById("updated").textContent = "updated " + new Date(s.now).toLocaleTimeString();
+      // The table first: at the first load, it may open every card.
+      await loadOverview();
+      await loadCards();
       document.body.dataset.loads = String(Number(document.body.dataset.loads || 0) + 1);
       if (!errorBox.dataset.sticky) showError("");
     } catch (e) {
       showError("Cannot read the status: " + e.message);
     }
   }
+
+  for (const th of document.querySelectorAll("#keys th[data-sort]")) {
+    th.querySelector("button").addEventListener("click", () => {
+      const col = th.dataset.sort;
+      if (view.sort === col) view.dir = view.dir === "asc" ? "desc" : "asc";
+      else view.sort = col, view.dir = col === "key" ? "asc" : "desc"; // the largest figures first
+      view.page = 1;
+      refreshNow(loadOverview);
+    });
+  }
+  document.getElementById("prefix").addEventListener("input", (ev) => {
+    view.prefix = ev.target.value;
+    view.page = 1;
+    refreshNow(loadOverview);
+  });
+  document.getElementById("prev").addEventListener("click", () => {
+    if (view.page > 1) { view.page--; refreshNow(loadOverview); }
+  });
+  document.getElementById("next").addEventListener("click", () => {
+    if (view.page < view.pages) { view.page++; refreshNow(loadOverview); }
+  });
 
   // Each load starts a refresh after it ends, so that a slow answer never overwrites a newer one.
   (async function loop() {

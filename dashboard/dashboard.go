@@ -1,7 +1,15 @@
 // Package dashboard serves Sluice's live dashboard: one page, embedded in the binary and loading
-// nothing from the internet, with a card per limit that refreshes on its own: requests and tokens
+// nothing from the internet, that refreshes on its own.
+//
+// The page opens on a table of the limit keys, one row per key: its queued tickets, its oldest wait,
+// what is in flight against MaxConcurrent, its largest use of a limit (concurrency, in-flight tokens,
+// or the last minute's requests and tokens against their rates) and its pause. The database sorts it
+// (by key, queued, oldest wait or use: click a header), filters it by key prefix and pages it, 50 keys
+// at a time, so that it stays quick at 10,000 keys and more (GET api/overview, see [Overview]). A
+// click on a key opens its card, and only then are its figures and charts read: requests and tokens
 // used against the limit over the last minutes (a small chart), the queue's depth, what is in flight,
-// pauses, the oldest wait and why the line's head waits.
+// pauses, the oldest wait and why the line's head waits. A schema of 12 keys or fewer opens every card
+// at once.
 //
 // It is an [http.Handler] to mount in your own server, under any prefix:
 //
@@ -113,6 +121,7 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	h.mux.HandleFunc("GET /app.js", h.serveScript)
 	h.mux.HandleFunc("GET /api/status", h.serveStatus)
+	h.mux.HandleFunc("GET /api/overview", h.serveOverview)
 	h.mux.HandleFunc("POST /api/limits", h.write(h.setLimits))
 	h.mux.HandleFunc("POST /api/pause", h.write(h.pause))
 	h.mux.HandleFunc("POST /api/resume", h.write(h.resume))

@@ -2,6 +2,8 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log"
 	"net/http"
 	"os"
@@ -32,4 +34,28 @@ func Example() {
 	mux := http.NewServeMux()
 	mux.Handle("/sluice/", http.StripPrefix("/sluice", h))
 	log.Fatal(http.ListenAndServe("127.0.0.1:8080", mux))
+}
+
+// Read the overview's table from a script: the 50 keys with the most tickets queued, of those that
+// start with "tenant:", and how many match. A bad parameter is answered 400 with {"error": "..."}
+// naming it.
+func ExampleOverview() {
+	resp, err := http.Get("http://127.0.0.1:8080/sluice/api/overview?sort=queued&dir=desc&prefix=tenant:&page=1&page_size=50")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		log.Fatalf("overview: %s", e.Error)
+	}
+	var o dashboard.Overview
+	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d keys, page %d of %d\n", o.Total, o.Page, o.Pages)
+	for _, k := range o.Keys {
+		fmt.Printf("%s: %d queued, oldest wait %.0f s, %.0f%% of %s\n", k.Key, k.Queued, k.OldestWaitSeconds, 100*k.Use, k.UseOf)
+	}
 }

@@ -45,6 +45,7 @@ func ExampleMigrations() {
 	// 005 usage
 	// 006 token_dimensions
 	// 007 checked_changes
+	// 008 key_prefix_index
 }
 
 func ExampleValidateSchema() {

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS sluice_limit_key_prefix;
