@@ -71,3 +71,34 @@ func requireFleet(t *testing.T, f *fleetResult) {
 		require.True(t, strings.Contains(table, want), "the fleet table has %q:\n%s", want, table)
 	}
 }
+
+// TestMeasureConnections runs the connections figure's polling shape at a toy size: 4 replicas
+// through a real PgBouncer in transaction mode drain 200 tickets, every one completed exactly once
+// (a second completion fails the run), none left, Verify clean. It runs on a private cluster, so it
+// needs no TEST_DATABASE_URL; without the pgbouncer or Postgres binaries it skips, or fails when CI
+// is set.
+func TestMeasureConnections(t *testing.T) {
+	if !bouncerInstalled() {
+		testenv.Skip(t, "no pgbouncer binary (Debian package pgbouncer)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // an outer bound only
+	defer cancel()
+	res := &results{}
+	err := measureConnections(ctx, nil, config{claimBatch: 100, fleetPool: 2, connReplicas: 4, connTickets: 200,
+		connLines: []int{1}, connShapes: []string{connPooledPolling}}, res)
+	require.NoError(t, err)
+	f := res.Connections
+	require.NotNil(t, f)
+	if f.Skipped != "" {
+		testenv.Skip(t, "connections figure: "+f.Skipped)
+	}
+	require.Len(t, f.Runs, 1)
+	r := f.Runs[0]
+	require.Equal(t, r.Written, r.Completed, "left %v, errors %q", r.Left, r.Errors)
+	require.Empty(t, r.Left)
+	require.Empty(t, r.Verify)
+	require.Positive(t, r.AdmitP99Ms)
+	require.Positive(t, r.Connections)
+	require.LessOrEqual(t, r.Connections, connBouncerPool+4, "PgBouncer's server connections, the setup pools'")
+	require.Contains(t, f.markdown(), "| PgBouncer, polling (200 ms) | 4 | 1 | 200 / 200 | none | clean |")
+}

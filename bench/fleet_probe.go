@@ -41,8 +41,8 @@ func newPgProbe(url string, pid int) *pgProbe {
 type connections struct{ All, Busy int }
 
 // sampleConnections counts, every connSampleEvery until the returned function is called, the
-// backends of pg_stat_activity whose application_name is app (the fleet's pools set it), over a
-// connection of its own, which is thus not counted. The function returns the maxima.
+// client backends of pg_stat_activity whose application_name is app (the fleet's pools set it), or
+// every client backend when app is "", over a connection of its own, which is not counted. The function returns the maxima.
 func (p *pgProbe) sampleConnections(ctx context.Context, app string) (func() connections, error) {
 	conn, err := pgx.Connect(ctx, p.url)
 	if err != nil {
@@ -58,7 +58,8 @@ func (p *pgProbe) sampleConnections(ctx context.Context, app string) (func() con
 		for {
 			var c connections
 			err := conn.QueryRow(sctx, `SELECT count(*), count(*) FILTER (WHERE state <> 'idle')
-				FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&c.All, &c.Busy)
+				FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+				AND ($1 = '' OR application_name = $1)`, app).Scan(&c.All, &c.Busy)
 			if err == nil {
 				most.All, most.Busy = max(most.All, c.All), max(most.Busy, c.Busy)
 			}

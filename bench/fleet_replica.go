@@ -1,10 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,43 +18,8 @@ import (
 // fleetCompleteBatch is the most runs one completion commits: the dispatcher's completeBatch.
 const fleetCompleteBatch = 100
 
-// replicaStats counts what a replica's loops did; every field is safe for concurrent use.
-type replicaStats struct {
-	claims, emptyClaims, failedClaims atomic.Int64
-	takes, emptyTakes, failedTakes    atomic.Int64
-	taken                             atomic.Int64 // tickets that came through a take, not a claim
-}
-
-// fleetTally is what every replica of one run shares: the tickets completed, the run's end, the
-// counts, the first errors, and the lag of each take (admitted_at → taken).
-type fleetTally struct {
-	n     int64
-	done  atomic.Int64
-	end   context.CancelFunc // called when the last ticket's completion commits
-	stats replicaStats
-
-	mu   sync.Mutex
-	errs []string
-	lags []float64 // milliseconds
-}
-
-// fail records the text of an error a loop survived (a failed claim or take), up to 10 of them.
-func (t *fleetTally) fail(what string, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.errs) < 10 {
-		t.errs = append(t.errs, what+": "+err.Error())
-	}
-}
-
-// lagged records how long each taken ticket waited between its admission and its take.
-func (t *fleetTally) lagged(ts []engine.Ticket, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, x := range ts {
-		t.lags = append(t.lags, float64(now.Sub(x.AdmittedAt))/float64(time.Millisecond))
-	}
-}
+// completeBackoff is the first wait before a refused completion is tried again; it doubles up to 1 s.
+const completeBackoff = 100 * time.Millisecond
 
 // replica is one worker process of the fleet as the dispatcher runs it: its own pool, owner and
 // queue, a notifier on a connection of its own, and its claim, take and complete loops.
@@ -64,6 +30,8 @@ type replica struct {
 	notifier *engine.Notifier
 	batch    int
 	tally    *fleetTally
+	poll     time.Duration // the claim and take loops' poll interval
+	tolerant bool          // see replicaConfig.tolerant
 
 	stopNotifier context.CancelFunc
 	notifierDone sync.WaitGroup
@@ -73,40 +41,75 @@ type replica struct {
 	wake    chan struct{}   // cap 1: the completer has work
 }
 
+// replicaConfig is how a replica connects and behaves.
+type replicaConfig struct {
+	url, schema, owner string
+	poolSize, batch    int
+	tracer             pgx.QueryTracer
+	tally              *fleetTally
+	// listen is how its notifier listens (the zero value: on a connection hijacked from the pool).
+	listen engine.Listen
+	// poll is the claim and take loops' poll interval. Defaults to pollEvery.
+	poll time.Duration
+	// tolerant makes the completer retry a completion that failed before reaching Postgres (a
+	// connection refused, SQLSTATE 53300), where the main figure fails the run at once.
+	tolerant bool
+	// idle, when > 0, closes the pool's connections idle longer than that (checked every idle/2), so
+	// that a replica between polls gives its connections back to a full server.
+	idle time.Duration
+}
+
 // newReplica connects a replica's pool of poolSize connections to schema, starts its notifier (which
 // hijacks one connection of the pool) and opens every connection of the pool, so that connecting is
 // not part of the measured run.
-func newReplica(ctx context.Context, url, schema, owner string, poolSize, batch int, tracer pgx.QueryTracer, tally *fleetTally) (*replica, error) {
-	pool, err := fleetPool(ctx, url, poolSize, "sluice-fleet", tracer)
+func newReplica(ctx context.Context, c replicaConfig) (*replica, error) {
+	r, err := openReplica(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	q, err := engine.New(pool, engine.Options{Schema: schema})
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	r := &replica{owner: owner, pool: pool, q: q, notifier: q.NewNotifier(nil), batch: batch, tally: tally,
-		wake: make(chan struct{}, 1)}
-	nctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	r.stopNotifier = stop
-	r.notifierDone.Go(func() { _ = r.notifier.Run(nctx) })
+	r.startNotifier(ctx)
 	select {
 	case <-r.notifier.Listening():
 	case <-ctx.Done():
 		r.close()
 		return nil, ctx.Err()
 	}
-	if err := warm(ctx, pool); err != nil {
+	if err := warm(ctx, r.pool); err != nil {
 		r.close()
 		return nil, err
 	}
 	return r, nil
 }
 
+// openReplica makes a replica without connecting: its pool opens connections as its loops need
+// them, and its notifier does not run until startNotifier.
+func openReplica(ctx context.Context, c replicaConfig) (*replica, error) {
+	pool, err := fleetPool(ctx, c.url, c.poolSize, c.idle, "sluice-fleet", c.tracer)
+	if err != nil {
+		return nil, err
+	}
+	q, err := engine.New(pool, engine.Options{Schema: c.schema})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	logger := slog.New(&listenFailures{tally: c.tally})
+	return &replica{owner: c.owner, pool: pool, q: q, notifier: q.NewNotifier(logger).WithListen(c.listen),
+		batch: c.batch, tally: c.tally, poll: cmp.Or(c.poll, pollEvery), tolerant: c.tolerant,
+		stopNotifier: func() {}, wake: make(chan struct{}, 1)}, nil
+}
+
+// startNotifier runs the replica's notifier until close.
+func (r *replica) startNotifier(ctx context.Context) {
+	nctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r.stopNotifier = stop
+	r.notifierDone.Go(func() { _ = r.notifier.Run(nctx) })
+}
+
 // fleetPool returns a pool of size connections, each tagged with application_name app so that the
-// connection sampler counts the fleet's connections alone.
-func fleetPool(ctx context.Context, url string, size int, app string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+// connection sampler counts the fleet's connections alone; idle, when > 0, is how long a connection
+// may stay idle before the pool closes it.
+func fleetPool(ctx context.Context, url string, size int, idle time.Duration, app string, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
@@ -114,6 +117,9 @@ func fleetPool(ctx context.Context, url string, size int, app string, tracer pgx
 	cfg.ConnConfig.Tracer = tracer
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	cfg.MaxConns = int32(size)
+	if idle > 0 {
+		cfg.MaxConnIdleTime, cfg.HealthCheckPeriod = idle, idle/2
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
@@ -162,7 +168,7 @@ func (r *replica) claimLoop(ctx context.Context) {
 	st := &r.tally.stats
 	for {
 		res, err := r.q.Claim(ctx, engine.ClaimParams{Max: r.batch, Owner: r.owner})
-		next, onRelease := pollEvery, res.WaitsOnRelease
+		next, onRelease := r.poll, res.WaitsOnRelease
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -219,7 +225,7 @@ func (r *replica) takeLoop(ctx context.Context) {
 		if len(ts) == r.batch {
 			continue
 		}
-		t := time.NewTimer(pollEvery)
+		t := time.NewTimer(r.poll)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -246,6 +252,13 @@ func (r *replica) finished(ts []engine.Ticket) {
 	}
 }
 
+// requeue puts runs whose completion failed back in front of the pending ones.
+func (r *replica) requeue(ts []engine.Ticket) {
+	r.mu.Lock()
+	r.pending = append(ts[:len(ts):len(ts)], r.pending...)
+	r.mu.Unlock()
+}
+
 // next returns up to fleetCompleteBatch of the pending runs, removing them.
 func (r *replica) next() []engine.Ticket {
 	r.mu.Lock()
@@ -258,8 +271,10 @@ func (r *replica) next() []engine.Ticket {
 
 // completeLoop is the dispatcher's Completer, a group commit: it completes, in one CompleteMany, the
 // runs that finished while the previous commit was under way, up to fleetCompleteBatch. When the
-// fleet's last ticket commits it ends the run.
+// fleet's last ticket commits it ends the run. A tolerant replica tries again, after a backoff of at
+// most 1 s, a completion refused before it reached Postgres; any other failure ends the run.
 func (r *replica) completeLoop(ctx context.Context) error {
+	backoff := completeBackoff
 	for {
 		batch := r.next()
 		if len(batch) == 0 {
@@ -278,9 +293,21 @@ func (r *replica) completeLoop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err != nil && r.tolerant && refused(err) {
+			// Nothing reached Postgres: the runs go back to the front of the line, for the next try.
+			r.tally.stats.failedCompletes.Add(1)
+			r.tally.fail("complete", err)
+			r.requeue(batch)
+			if !sleepCtx(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("%s: complete %d runs: %w", r.owner, len(ps), err)
 		}
+		backoff = completeBackoff
 		// A ticket the completion did not find was not admitted or running: admitted twice and
 		// completed by another batch, or lost. Counting it as done would hide both.
 		for i, ok := range found {

@@ -91,7 +91,7 @@ func riverPools(ctx context.Context, fe *fleetEnv, clients int) ([]*pgxpool.Pool
 	g.SetLimit(8)
 	for i := range pools {
 		g.Go(func() error {
-			p, err := fleetPool(gctx, fe.url, fe.poolSize, "river-fleet", fe.riverCount)
+			p, err := fleetPool(gctx, fe.url, fe.poolSize, 0, "river-fleet", fe.riverCount)
 			if err != nil {
 				return err
 			}

@@ -156,7 +156,8 @@ func startReplicas(ctx context.Context, fe *fleetEnv, schema string, count int, 
 	g.SetLimit(8)
 	for i := range rs {
 		g.Go(func() (err error) {
-			rs[i], err = newReplica(gctx, fe.url, schema, replicaOwner(i), fe.poolSize, fe.batch, fe.count, tally)
+			rs[i], err = newReplica(gctx, replicaConfig{url: fe.url, schema: schema, owner: replicaOwner(i),
+				poolSize: fe.poolSize, batch: fe.batch, tracer: fe.count, tally: tally})
 			return err
 		})
 	}

@@ -42,6 +42,11 @@ type config struct {
 	// tenant caps shape when fleetTenants > 0), tickets per run, and each replica's pool size.
 	fleetReplicas, fleetLines             []int
 	fleetTickets, fleetPool, fleetTenants int
+	// The connections figure: replicas, tickets per run, line counts and shapes (connDirect,
+	// connDirectIdle, connPooledPolling, connPooledListen); the replicas' pool size is fleetPool.
+	connReplicas, connTickets int
+	connLines                 []int
+	connShapes                []string
 }
 
 func main() {
@@ -50,13 +55,17 @@ func main() {
 	flag.StringVar(&c.out, "out", "results", "directory the results table and JSON are written to")
 	flag.BoolVar(&c.short, "short", false, "a form that runs in a few minutes: fewer tickets, one round, no 1M queue")
 	flag.IntVar(&c.rounds, "rounds", 3, "repeats of each figure (medians are reported); -short sets 1")
-	flag.StringVar(&c.only, "only", "", "run only this figure: fleet, enqueue, latency, rate, pgbench")
+	flag.StringVar(&c.only, "only", "", "run only this figure: fleet, connections, enqueue, latency, rate, pgbench")
 	flag.IntVar(&c.claimBatch, "claim-batch", 1000, "Sluice's claim, take and completion batch (the plugin's Options.ClaimBatch; 1000 by default)")
 	replicas := flag.String("fleet-replicas", "", "the fleet figure's replica counts (default 1,8,32,128; -short 1,8,32)")
 	lines := flag.String("fleet-lines", "", "the fleet figure's line counts (default 1,100,1000,10000; -short 1,1000)")
 	flag.IntVar(&c.fleetTickets, "fleet-tickets", 0, "tickets per fleet run (default 10000; -short 3000)")
 	flag.IntVar(&c.fleetPool, "fleet-pool", 2, "each replica's pool size (MaxConns); its listener is one more connection")
 	flag.IntVar(&c.fleetTenants, "fleet-tenants", 10_000, "tenant caps of the fleet's tenant-cap rows (0: none)")
+	flag.IntVar(&c.connReplicas, "conn-replicas", 128, "the connections figure's replicas")
+	flag.IntVar(&c.connTickets, "conn-tickets", 0, "tickets per connections run (default 5000; -short 2000)")
+	connLines := flag.String("conn-lines", "", "the connections figure's line counts (default 1,1000; -short 1)")
+	shapes := flag.String("conn-shapes", "direct,direct-idle,pgbouncer-polling,pgbouncer-listen", "the connections figure's shapes")
 	flag.Parse()
 	if c.database == "" {
 		c.database = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -72,6 +81,11 @@ func main() {
 	if c.fleetLines, err = intList(*lines, "1,100,1000,10000", "1,1000", c.short); err != nil {
 		log.Fatalf("-fleet-lines: %v", err)
 	}
+	if c.connLines, err = intList(*connLines, "1,1000", "1", c.short); err != nil {
+		log.Fatalf("-conn-lines: %v", err)
+	}
+	c.connShapes = strings.Split(*shapes, ",")
+	c.connTickets = cmp.Or(c.connTickets, map[bool]int{false: 5_000, true: 2_000}[c.short])
 	c.fleetTickets = cmp.Or(c.fleetTickets, map[bool]int{false: 10_000, true: 3_000}[c.short])
 	// An interrupt cancels the runs, so that the private cluster of the fleet figure is stopped and
 	// removed on the way out.
@@ -112,6 +126,7 @@ func measureAll(ctx context.Context, c config) (*results, error) {
 	}{
 		{"pgbench", measurePgbench},
 		{"fleet", measureFleet},
+		{"connections", measureConnections},
 		{"enqueue", measureEnqueue},
 		{"latency", measureClaimLatency},
 		{"rate", measureRate},

@@ -8,18 +8,19 @@ import (
 
 // results is everything one run of the benchmark measured; it is written as results.json.
 type results struct {
-	Started      time.Time      `json:"started"`
-	Finished     time.Time      `json:"finished"`
-	Short        bool           `json:"short"`
-	Rounds       int            `json:"rounds"`
-	Tickets      int            `json:"tickets_per_run"`
-	ClaimBatch   int            `json:"sluice_claim_batch"`
-	Machine      Machine        `json:"machine"`
-	Pgbench      *pgbenchResult `json:"pgbench,omitempty"`
-	Fleet        *fleetResult   `json:"fleet,omitempty"`
-	Enqueue      []pair         `json:"enqueue,omitempty"`
-	ClaimLatency []latency      `json:"claim_latency,omitempty"`
-	Rate         []rateResult   `json:"rate_accuracy,omitempty"`
+	Started      time.Time          `json:"started"`
+	Finished     time.Time          `json:"finished"`
+	Short        bool               `json:"short"`
+	Rounds       int                `json:"rounds"`
+	Tickets      int                `json:"tickets_per_run"`
+	ClaimBatch   int                `json:"sluice_claim_batch"`
+	Machine      Machine            `json:"machine"`
+	Pgbench      *pgbenchResult     `json:"pgbench,omitempty"`
+	Fleet        *fleetResult       `json:"fleet,omitempty"`
+	Connections  *connectionsResult `json:"connections,omitempty"`
+	Enqueue      []pair             `json:"enqueue,omitempty"`
+	ClaimLatency []latency          `json:"claim_latency,omitempty"`
+	Rate         []rateResult       `json:"rate_accuracy,omitempty"`
 }
 
 func verdict(ok bool) string {
@@ -43,6 +44,9 @@ func (r *results) markdown() string {
 	}
 	if r.Fleet != nil {
 		b.WriteString(r.Fleet.markdown())
+	}
+	if r.Connections != nil {
+		b.WriteString(r.Connections.markdown())
 	}
 	if len(r.Enqueue) > 0 {
 		b.WriteString("| figure | Sluice /s | River /s | ratio | target | statements per ticket (Sluice / River) | transactions per ticket (Sluice / River) | load (1 min) |\n")
