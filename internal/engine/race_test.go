@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/engine"
@@ -159,87 +160,148 @@ func TestQueue_ClaimRace(t *testing.T) {
 	t.Logf("%d tickets, %d claimers, %d samples of the in-flight figures", nTickets, claimers, samples.Load())
 
 	// Replay the tickets' instants per key.
-	type iv struct {
-		start, end   time.Time
-		cost, output int64
+	for key, ivs := range readAdmissions(t, ctx, pool, schema) {
+		maxN, maxTok := requireInflightHeld(t, key, byKey[key], ivs)
+		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
+		requireRatesHeld(t, key, byKey[key], ivs)
 	}
-	per := map[string][]iv{}
-	rows, err := pool.Query(ctx, `SELECT limit_keys, admitted_at, finished_at, cost, output_cost, state FROM `+schema+`.sluice_ticket`)
+}
+
+// admission is one ticket's life on its limits, as the database recorded it, for the replays.
+type admission struct {
+	id         int64
+	start, end time.Time // admitted_at and finished_at: clock reads taken under the limit rows' locks
+	// cost and output are the reservation and its part of output tokens.
+	cost, output int64
+	// refund is what the completion gave back to the token budgets (all, input, output), at least 0:
+	// a debt only makes later admissions stricter, so counting none is the lenient side.
+	refund [3]int64
+	// claim numbers the claim that admitted the ticket, claimStart is when its caller began it
+	// (before its first statement) and returned when the ticket's completion had returned (after its
+	// commit), all as the test recorded them; zero when it did not.
+	claim                int64
+	claimStart, returned time.Time
+}
+
+// readAdmissions reads every ticket of schema, each of which must be finished, by limit key, the
+// admissions shared between the keys of a ticket.
+func readAdmissions(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string) map[string][]*admission {
+	t.Helper()
+	per := map[string][]*admission{}
+	rows, err := pool.Query(ctx, `SELECT id, limit_keys, admitted_at, finished_at, cost, output_cost, coalesce(actual_cost, -1),
+		coalesce(actual_output, 0), state FROM `+schema+`.sluice_ticket`)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
-		var keys []string
-		var a, f time.Time
-		var cost, output int64
-		var state string
-		require.NoError(t, rows.Scan(&keys, &a, &f, &cost, &output, &state))
-		require.Equal(t, "finished", state)
-		require.False(t, f.Before(a))
+		var (
+			a              admission
+			keys           []string
+			actual, actOut int64
+			state          string
+		)
+		require.NoError(t, rows.Scan(&a.id, &keys, &a.start, &a.end, &a.cost, &a.output, &actual, &actOut, &state))
+		require.Equal(t, "finished", state, "ticket %d", a.id)
+		require.False(t, a.end.Before(a.start), "ticket %d finished before it was admitted", a.id)
+		if actual >= 0 {
+			a.refund = [3]int64{max(0, a.cost-actual), max(0, a.cost-a.output-(actual-actOut)), max(0, a.output-actOut)}
+		}
 		for _, k := range keys {
-			per[k] = append(per[k], iv{a, f, cost, output})
+			per[k] = append(per[k], &a)
 		}
 	}
 	require.NoError(t, rows.Err())
-	rows.Close()
-	for key, ivs := range per {
-		l := byKey[key]
-		// Concurrency and in-flight tokens at every instant: a sweep over starts and ends, ends first at
-		// equal instants (a release and an admission at one microsecond were serialised by the lock).
-		type ev struct {
-			at   time.Time
-			d    int
-			cost int64
+	return per
+}
+
+// requireInflightHeld replays key's admissions as a sweep over their starts and ends, ends first at
+// equal instants (a release and an admission at one microsecond were serialised by the lock), and
+// fails when more tickets, or (for more than one ticket) more tokens, were in flight at any instant
+// than l allows. It returns the peaks.
+func requireInflightHeld(t *testing.T, key string, l throttle.Limit, ivs []*admission) (int, int64) {
+	t.Helper()
+	type ev struct {
+		at   time.Time
+		d    int
+		cost int64
+	}
+	evs := make([]ev, 0, 2*len(ivs))
+	for _, v := range ivs {
+		evs = append(evs, ev{v.start, 1, v.cost}, ev{v.end, -1, -v.cost})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if !evs[i].at.Equal(evs[j].at) {
+			return evs[i].at.Before(evs[j].at)
 		}
-		var evs []ev
-		for _, v := range ivs {
-			evs = append(evs, ev{v.start, 1, v.cost}, ev{v.end, -1, -v.cost})
+		return evs[i].d < evs[j].d
+	})
+	var n, maxN int
+	var tok, maxTok int64
+	for _, e := range evs {
+		n += e.d
+		tok += e.cost
+		maxN = max(maxN, n)
+		if n > 1 {
+			maxTok = max(maxTok, tok)
 		}
-		sort.Slice(evs, func(i, j int) bool {
-			if !evs[i].at.Equal(evs[j].at) {
-				return evs[i].at.Before(evs[j].at)
+	}
+	if l.MaxConcurrent > 0 {
+		require.LessOrEqual(t, maxN, l.MaxConcurrent, "key %q", key)
+	}
+	if l.MaxInflightTokens > 0 {
+		require.LessOrEqual(t, maxTok, l.MaxInflightTokens, "key %q", key)
+	}
+	return maxN, maxTok
+}
+
+// requireRatesHeld fails when key's admissions drew more than l's rates allow over any window between
+// two admissions [t1, t2]: Burst + rate × (t2 - t1) requests, and likewise tokens of each budget, plus
+// the refunds that may have been given back to the bucket in the window. A refund is given back by the
+// first claim to hold the key's row after the completion committed, so one that came back in the
+// window was not yet committed when any earlier claim on the key began: it returned after the latest
+// such start and finished by t2. That credit is sound, and as tight as the recorded instants allow.
+func requireRatesHeld(t *testing.T, key string, l throttle.Limit, ivs []*admission) {
+	t.Helper()
+	rates := [4]float64{l.RequestsPerSecond, l.TokensPerMinute / 60, l.InputTokensPerMinute / 60, l.OutputTokensPerMinute / 60}
+	bursts := [4]float64{l.Burst, l.TokenBurst, l.InputTokenBurst, l.OutputTokenBurst}
+	if rates == [4]float64{} {
+		return
+	}
+	names := [4]string{"requests", "tokens", "input tokens", "output tokens"}
+	slack := [4]float64{1e-6, 1e-3, 1e-3, 1e-3} // floating point only
+	byStart := slices.Clone(ivs)
+	slices.SortFunc(byStart, func(a, b *admission) int { return a.start.Compare(b.start) })
+	byEnd := slices.Clone(ivs)
+	slices.SortFunc(byEnd, func(a, b *admission) int { return a.end.Compare(b.end) })
+	for i, first := range byStart {
+		var before time.Time // the latest start of another claim that admitted on key before first
+		for _, o := range byStart[:i] {
+			if o.start.Before(first.start) && o.claim != first.claim && o.claimStart.After(before) {
+				before = o.claimStart
 			}
-			return evs[i].d < evs[j].d
-		})
-		var n, maxN int
-		var tok, maxTok int64
-		for _, e := range evs {
-			n += e.d
-			tok += e.cost
-			maxN = max(maxN, n)
-			if n > 1 {
-				maxTok = max(maxTok, tok)
+		}
+		var credits []*admission // refunds that may have come back after first's claim began, by end
+		for _, o := range byEnd {
+			if o.refund != [3]int64{} && (before.IsZero() || o.returned.IsZero() || o.returned.After(before)) {
+				credits = append(credits, o)
 			}
 		}
-		if l.MaxConcurrent > 0 {
-			require.LessOrEqual(t, maxN, l.MaxConcurrent, "key %q", key)
-		}
-		if l.MaxInflightTokens > 0 {
-			require.LessOrEqual(t, maxTok, l.MaxInflightTokens, "key %q", key)
-		}
-		// Rates over every window between two admissions.
-		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
-		if l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 {
-			continue
-		}
-		slices.SortFunc(ivs, func(a, b iv) int { return a.start.Compare(b.start) })
-		for i := range ivs {
-			var reqs, toks, in, out float64
-			for j := i; j < len(ivs); j++ {
-				w := ivs[j].start.Sub(ivs[i].start).Seconds()
-				reqs++
-				toks += float64(ivs[j].cost)
-				in += float64(ivs[j].cost - ivs[j].output)
-				out += float64(ivs[j].output)
-				if l.RequestsPerSecond > 0 {
-					require.LessOrEqual(t, reqs, l.Burst+l.RequestsPerSecond*w+1e-6, "key %q: %v requests in %.6fs", key, reqs, w)
+		var drawn, credit [4]float64
+		next := 0
+		for _, last := range byStart[i:] {
+			for ; next < len(credits) && !credits[next].end.After(last.start); next++ {
+				for d, r := range credits[next].refund {
+					credit[d+1] += float64(r)
 				}
-				if l.TokensPerMinute > 0 {
-					require.LessOrEqual(t, toks, l.TokenBurst+l.TokensPerMinute/60*w+1e-3, "key %q: %v tokens in %.6fs", key, toks, w)
-				}
-				if l.InputTokensPerMinute > 0 {
-					require.LessOrEqual(t, in, l.InputTokenBurst+l.InputTokensPerMinute/60*w+1e-3, "key %q: %v input tokens in %.6fs", key, in, w)
-				}
-				if l.OutputTokensPerMinute > 0 {
-					require.LessOrEqual(t, out, l.OutputTokenBurst+l.OutputTokensPerMinute/60*w+1e-3, "key %q: %v output tokens in %.6fs", key, out, w)
+			}
+			w := last.start.Sub(first.start).Seconds()
+			drawn[0]++
+			drawn[1] += float64(last.cost)
+			drawn[2] += float64(last.cost - last.output)
+			drawn[3] += float64(last.output)
+			for d := range drawn {
+				if bound := bursts[d] + rates[d]*w + credit[d] + slack[d]; rates[d] > 0 && drawn[d] > bound {
+					require.Failf(t, "rate exceeded", "key %q: %v %s admitted in %.6fs from %s (ticket %d to %d), at most %v "+
+						"(%v refunded)", key, drawn[d], names[d], w, first.start.Format(time.RFC3339Nano), first.id, last.id, bound, credit[d])
 				}
 			}
 		}
