@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,27 +86,14 @@ func TestQueue_ClaimRace(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for !stop.Load() {
-			rows, err := pool.Query(ctx, `SELECT k, count(*), sum(cost) FROM `+schema+`.sluice_ticket, unnest(limit_keys) k
-				WHERE state IN ('admitted', 'running') GROUP BY k`)
+			problems, err := sampleInflight(ctx, pool, schema, byKey)
 			if err != nil {
 				violate("sampler: %v", err)
 				return
 			}
-			for rows.Next() {
-				var k string
-				var n, tok int64
-				if err := rows.Scan(&k, &n, &tok); err != nil {
-					violate("sampler: %v", err)
-				}
-				l := byKey[k]
-				if l.MaxConcurrent > 0 && n > int64(l.MaxConcurrent) {
-					violate("sampled %d in flight on %q, MaxConcurrent %d", n, k, l.MaxConcurrent)
-				}
-				if l.MaxInflightTokens > 0 && n > 1 && tok > l.MaxInflightTokens {
-					violate("sampled %d tokens in flight on %q, MaxInflightTokens %d", tok, k, l.MaxInflightTokens)
-				}
+			for _, p := range problems {
+				violate("%s", p)
 			}
-			rows.Close()
 			samples.Add(1)
 		}
 	})
@@ -157,6 +145,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 	require.Empty(t, violations)
 	require.Equal(t, int64(nTickets), done.Load())
 	requireHealthy(t, q)
+	requireUsageAddsUp(t, ctx, pool, schema)
 	t.Logf("%d tickets, %d claimers, %d samples of the in-flight figures", nTickets, claimers, samples.Load())
 
 	// Replay the tickets' instants per key.
@@ -165,6 +154,52 @@ func TestQueue_ClaimRace(t *testing.T) {
 		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
 		requireRatesHeld(t, key, byKey[key], ivs)
 	}
+}
+
+// sampleInflight reads one snapshot of the tickets in flight (one statement: one consistent view, from
+// the tickets themselves) and returns the keys' caps it finds exceeded.
+func sampleInflight(ctx context.Context, pool *pgxpool.Pool, schema string, byKey map[string]throttle.Limit) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT k, count(*), sum(cost) FROM `+schema+`.sluice_ticket, unnest(limit_keys) k
+		WHERE state IN ('admitted', 'running') GROUP BY k`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var k string
+		var n, tok int64
+		if err := rows.Scan(&k, &n, &tok); err != nil {
+			return problems, err
+		}
+		l := byKey[k]
+		if l.MaxConcurrent > 0 && n > int64(l.MaxConcurrent) {
+			problems = append(problems, fmt.Sprintf("sampled %d in flight on %q, MaxConcurrent %d", n, k, l.MaxConcurrent))
+		}
+		if l.MaxInflightTokens > 0 && n > 1 && tok > l.MaxInflightTokens {
+			problems = append(problems, fmt.Sprintf("sampled %d tokens in flight on %q, MaxInflightTokens %d", tok, k, l.MaxInflightTokens))
+		}
+	}
+	return problems, rows.Err()
+}
+
+// requireUsageAddsUp checks every key's usage history against its tickets, all finished: a request
+// per admission, and tokens (in all, of input, of output) as reserved less each refund, whether a claim
+// folded it in or it waits in the release ledger still: as used, or as reserved where none was reported.
+func requireUsageAddsUp(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	var wrong []string
+	require.NoError(t, pool.QueryRow(ctx, strings.ReplaceAll(`WITH t AS (
+			SELECT k, count(*) AS n, sum(coalesce(actual_cost, cost)) AS tok, sum(coalesce(actual_output, output_cost)) AS out
+			FROM {s}.sluice_ticket, unnest(limit_keys) k GROUP BY k
+		), u AS (
+			SELECT key, sum(requests) AS n, sum(tokens) AS tok, sum(input_tokens) AS inp, sum(output_tokens) AS out
+			FROM {s}.sluice_usage GROUP BY key
+		), r AS (SELECT key, sum(refund) AS tok, sum(refund_output) AS out FROM {s}.sluice_release GROUP BY key)
+		SELECT array_agg(t.k) FROM t LEFT JOIN u ON u.key = t.k LEFT JOIN r ON r.key = t.k
+		WHERE (t.n, t.tok, t.tok - t.out, t.out) IS DISTINCT FROM (u.n, (u.tok - coalesce(r.tok, 0))::bigint,
+			(u.inp - coalesce(r.tok - r.out, 0))::bigint, (u.out - coalesce(r.out, 0))::bigint)`, "{s}", schema)).Scan(&wrong))
+	require.Empty(t, wrong, "keys whose usage history does not add up to their tickets' admissions and usage")
 }
 
 // admission is one ticket's life on its limits, as the database recorded it, for the replays.
