@@ -290,10 +290,11 @@ func requireInflightHeld(t *testing.T, key string, l throttle.Limit, ivs []*admi
 
 // requireRatesHeld fails when key's admissions drew more than l's rates allow over any window between
 // two admissions [t1, t2]: Burst + rate × (t2 - t1) requests, and likewise tokens of each budget, plus
-// the refunds that may have been given back to the bucket in the window. A refund is given back by the
-// first claim to hold the key's row after the completion committed, so one that came back in the
-// window was not yet committed when any earlier claim on the key began: it returned after the latest
-// such start and finished by t2. That credit is sound, and as tight as the recorded instants allow.
+// the refunds that may have come back to the bucket after the decision at t1. A refund comes back
+// when the first claim to lock the key's row after the completion's commit folds it in, and the level
+// is at most the burst at t1, with what the claim deciding at t1 folded. So a refund counted had not
+// committed when that claim, or any earlier one on the key, locked the row: it returned after each of
+// their starts, and finished by t2. That credit is sound, and as tight as the recorded instants allow.
 func requireRatesHeld(t *testing.T, key string, l throttle.Limit, ivs []*admission) {
 	t.Helper()
 	rates := [4]float64{l.RequestsPerSecond, l.TokensPerMinute / 60, l.InputTokensPerMinute / 60, l.OutputTokensPerMinute / 60}
@@ -308,9 +309,9 @@ func requireRatesHeld(t *testing.T, key string, l throttle.Limit, ivs []*admissi
 	byEnd := slices.Clone(ivs)
 	slices.SortFunc(byEnd, func(a, b *admission) int { return a.end.Compare(b.end) })
 	for i, first := range byStart {
-		var before time.Time // the latest start of another claim that admitted on key before first
+		before := first.claimStart // and the latest start of a claim that admitted on key before first
 		for _, o := range byStart[:i] {
-			if o.start.Before(first.start) && o.claim != first.claim && o.claimStart.After(before) {
+			if o.start.Before(first.start) && o.claimStart.After(before) {
 				before = o.claimStart
 			}
 		}
