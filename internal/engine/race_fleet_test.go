@@ -143,15 +143,12 @@ func enqueueFleet(t *testing.T, ctx context.Context, q *engine.Queue, tickets, k
 			ps[i].LimitKeys, ps[i].FairnessKey = append(ps[i].LimitKeys, tenant), tenant
 		}
 		// The usage reported: mostly below the estimate in each dimension (refunds), one in eight above.
-		r := &fleetTicket{}
+		rs[i] = &fleetTicket{actualOutput: out - rng.Int64N(out/2+1)}
+		rs[i].actual = rs[i].actualOutput + cost - out - rng.Int64N((cost-out)/2+1)
 		if rng.IntN(8) == 0 {
-			r.actualOutput = out + rng.Int64N(20)
-			r.actual = cost + r.actualOutput - out + rng.Int64N(20)
-		} else {
-			r.actualOutput = out - rng.Int64N(out/2+1)
-			r.actual = r.actualOutput + cost - out - rng.Int64N((cost-out)/2+1)
+			rs[i].actualOutput = out + rng.Int64N(20)
+			rs[i].actual = cost + rs[i].actualOutput - out + rng.Int64N(20)
 		}
-		rs[i] = r
 	}
 	recs := make(map[int64]*fleetTicket, tickets)
 	for b := 0; b < tickets; b += 1000 {
@@ -284,6 +281,9 @@ func (r *fleetRacer) runLoop(ctx context.Context) {
 		}
 		for ts = append(ts, taken...); len(ts) < 500 && len(r.run) > 0; {
 			ts = append(ts, <-r.run...)
+		}
+		if len(ts) == 0 {
+			continue
 		}
 		ps := make([]engine.CompleteParams, len(ts))
 		for i, tk := range ts {
