@@ -6,11 +6,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/engine"
@@ -84,27 +86,14 @@ func TestQueue_ClaimRace(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for !stop.Load() {
-			rows, err := pool.Query(ctx, `SELECT k, count(*), sum(cost) FROM `+schema+`.sluice_ticket, unnest(limit_keys) k
-				WHERE state IN ('admitted', 'running') GROUP BY k`)
+			problems, err := sampleInflight(ctx, pool, schema, byKey)
 			if err != nil {
 				violate("sampler: %v", err)
 				return
 			}
-			for rows.Next() {
-				var k string
-				var n, tok int64
-				if err := rows.Scan(&k, &n, &tok); err != nil {
-					violate("sampler: %v", err)
-				}
-				l := byKey[k]
-				if l.MaxConcurrent > 0 && n > int64(l.MaxConcurrent) {
-					violate("sampled %d in flight on %q, MaxConcurrent %d", n, k, l.MaxConcurrent)
-				}
-				if l.MaxInflightTokens > 0 && n > 1 && tok > l.MaxInflightTokens {
-					violate("sampled %d tokens in flight on %q, MaxInflightTokens %d", tok, k, l.MaxInflightTokens)
-				}
+			for _, p := range problems {
+				violate("%s", p)
 			}
-			rows.Close()
 			samples.Add(1)
 		}
 	})
@@ -156,90 +145,199 @@ func TestQueue_ClaimRace(t *testing.T) {
 	require.Empty(t, violations)
 	require.Equal(t, int64(nTickets), done.Load())
 	requireHealthy(t, q)
+	requireUsageAddsUp(t, ctx, pool, schema)
 	t.Logf("%d tickets, %d claimers, %d samples of the in-flight figures", nTickets, claimers, samples.Load())
 
 	// Replay the tickets' instants per key.
-	type iv struct {
-		start, end   time.Time
-		cost, output int64
+	for key, ivs := range readAdmissions(t, ctx, pool, schema) {
+		maxN, maxTok := requireInflightHeld(t, key, byKey[key], ivs)
+		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
+		requireRatesHeld(t, key, byKey[key], ivs)
 	}
-	per := map[string][]iv{}
-	rows, err := pool.Query(ctx, `SELECT limit_keys, admitted_at, finished_at, cost, output_cost, state FROM `+schema+`.sluice_ticket`)
-	require.NoError(t, err)
+}
+
+// sampleInflight reads one snapshot of the tickets in flight (one statement: one consistent view, from
+// the tickets themselves) and returns the keys' caps it finds exceeded.
+func sampleInflight(ctx context.Context, pool *pgxpool.Pool, schema string, byKey map[string]throttle.Limit) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT k, count(*), sum(cost) FROM `+schema+`.sluice_ticket, unnest(limit_keys) k
+		WHERE state IN ('admitted', 'running') GROUP BY k`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var problems []string
 	for rows.Next() {
-		var keys []string
-		var a, f time.Time
-		var cost, output int64
-		var state string
-		require.NoError(t, rows.Scan(&keys, &a, &f, &cost, &output, &state))
-		require.Equal(t, "finished", state)
-		require.False(t, f.Before(a))
+		var k string
+		var n, tok int64
+		if err := rows.Scan(&k, &n, &tok); err != nil {
+			return problems, err
+		}
+		l := byKey[k]
+		if l.MaxConcurrent > 0 && n > int64(l.MaxConcurrent) {
+			problems = append(problems, fmt.Sprintf("sampled %d in flight on %q, MaxConcurrent %d", n, k, l.MaxConcurrent))
+		}
+		if l.MaxInflightTokens > 0 && n > 1 && tok > l.MaxInflightTokens {
+			problems = append(problems, fmt.Sprintf("sampled %d tokens in flight on %q, MaxInflightTokens %d", tok, k, l.MaxInflightTokens))
+		}
+	}
+	return problems, rows.Err()
+}
+
+// requireUsageAddsUp checks every key's usage history against its tickets, all finished: a request
+// per admission, and tokens (in all, of input, of output) as reserved less each refund, whether a claim
+// folded it in or it waits in the release ledger still: as used, or as reserved where none was reported.
+func requireUsageAddsUp(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	var wrong []string
+	require.NoError(t, pool.QueryRow(ctx, strings.ReplaceAll(`WITH t AS (
+			SELECT k, count(*) AS n, sum(coalesce(actual_cost, cost)) AS tok, sum(coalesce(actual_output, output_cost)) AS out
+			FROM {s}.sluice_ticket, unnest(limit_keys) k GROUP BY k
+		), u AS (
+			SELECT key, sum(requests) AS n, sum(tokens) AS tok, sum(input_tokens) AS inp, sum(output_tokens) AS out
+			FROM {s}.sluice_usage GROUP BY key
+		), r AS (SELECT key, sum(refund) AS tok, sum(refund_output) AS out FROM {s}.sluice_release GROUP BY key)
+		SELECT array_agg(t.k) FROM t LEFT JOIN u ON u.key = t.k LEFT JOIN r ON r.key = t.k
+		WHERE (t.n, t.tok, t.tok - t.out, t.out) IS DISTINCT FROM (u.n, (u.tok - coalesce(r.tok, 0))::bigint,
+			(u.inp - coalesce(r.tok - r.out, 0))::bigint, (u.out - coalesce(r.out, 0))::bigint)`, "{s}", schema)).Scan(&wrong))
+	require.Empty(t, wrong, "keys whose usage history does not add up to their tickets' admissions and usage")
+}
+
+// admission is one ticket's life on its limits, as the database recorded it, for the replays.
+type admission struct {
+	id         int64
+	start, end time.Time // admitted_at and finished_at: clock reads taken under the limit rows' locks
+	// cost and output are the reservation and its part of output tokens.
+	cost, output int64
+	// refund is what the completion gave back to the token budgets (all, input, output), at least 0:
+	// a debt only makes later admissions stricter, so counting none is the lenient side.
+	refund [3]int64
+	// claim numbers the claim that admitted the ticket, claimStart is when its caller began it
+	// (before its first statement) and returned when the ticket's completion had returned (after its
+	// commit), all as the test recorded them; zero when it did not.
+	claim                int64
+	claimStart, returned time.Time
+}
+
+// readAdmissions reads every ticket of schema, each of which must be finished, by limit key, the
+// admissions shared between the keys of a ticket.
+func readAdmissions(t *testing.T, ctx context.Context, pool *pgxpool.Pool, schema string) map[string][]*admission {
+	t.Helper()
+	per := map[string][]*admission{}
+	rows, err := pool.Query(ctx, `SELECT id, limit_keys, admitted_at, finished_at, cost, output_cost, coalesce(actual_cost, -1),
+		coalesce(actual_output, 0), state FROM `+schema+`.sluice_ticket`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			a              admission
+			keys           []string
+			actual, actOut int64
+			state          string
+		)
+		require.NoError(t, rows.Scan(&a.id, &keys, &a.start, &a.end, &a.cost, &a.output, &actual, &actOut, &state))
+		require.Equal(t, "finished", state, "ticket %d", a.id)
+		require.False(t, a.end.Before(a.start), "ticket %d finished before it was admitted", a.id)
+		if actual >= 0 {
+			a.refund = [3]int64{max(0, a.cost-actual), max(0, a.cost-a.output-(actual-actOut)), max(0, a.output-actOut)}
+		}
 		for _, k := range keys {
-			per[k] = append(per[k], iv{a, f, cost, output})
+			per[k] = append(per[k], &a)
 		}
 	}
 	require.NoError(t, rows.Err())
-	rows.Close()
-	for key, ivs := range per {
-		l := byKey[key]
-		// Concurrency and in-flight tokens at every instant: a sweep over starts and ends, ends first at
-		// equal instants (a release and an admission at one microsecond were serialised by the lock).
-		type ev struct {
-			at   time.Time
-			d    int
-			cost int64
+	return per
+}
+
+// requireInflightHeld replays key's admissions as a sweep over their starts and ends, ends first at
+// equal instants (a release and an admission at one microsecond were serialised by the lock), and
+// fails when more tickets, or (for more than one ticket) more tokens, were in flight at any instant
+// than l allows. It returns the peaks.
+func requireInflightHeld(t *testing.T, key string, l throttle.Limit, ivs []*admission) (int, int64) {
+	t.Helper()
+	type ev struct {
+		at   time.Time
+		d    int
+		cost int64
+	}
+	evs := make([]ev, 0, 2*len(ivs))
+	for _, v := range ivs {
+		evs = append(evs, ev{v.start, 1, v.cost}, ev{v.end, -1, -v.cost})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if !evs[i].at.Equal(evs[j].at) {
+			return evs[i].at.Before(evs[j].at)
 		}
-		var evs []ev
-		for _, v := range ivs {
-			evs = append(evs, ev{v.start, 1, v.cost}, ev{v.end, -1, -v.cost})
+		return evs[i].d < evs[j].d
+	})
+	var n, maxN int
+	var tok, maxTok int64
+	for _, e := range evs {
+		n += e.d
+		tok += e.cost
+		maxN = max(maxN, n)
+		if n > 1 {
+			maxTok = max(maxTok, tok)
 		}
-		sort.Slice(evs, func(i, j int) bool {
-			if !evs[i].at.Equal(evs[j].at) {
-				return evs[i].at.Before(evs[j].at)
+	}
+	if l.MaxConcurrent > 0 {
+		require.LessOrEqual(t, maxN, l.MaxConcurrent, "key %q", key)
+	}
+	if l.MaxInflightTokens > 0 {
+		require.LessOrEqual(t, maxTok, l.MaxInflightTokens, "key %q", key)
+	}
+	return maxN, maxTok
+}
+
+// requireRatesHeld fails when key's admissions drew more than l's rates allow over any window between
+// two admissions [t1, t2]: Burst + rate × (t2 - t1) requests, and likewise tokens of each budget, plus
+// the refunds that may have come back to the bucket after the decision at t1. A refund comes back
+// when the first claim to lock the key's row after the completion's commit folds it in, and the level
+// is at most the burst at t1, with what the claim deciding at t1 folded. So a refund counted had not
+// committed when that claim, or any earlier one on the key, locked the row: it returned after each of
+// their starts, and finished by t2. That credit is sound, and as tight as the recorded instants allow.
+func requireRatesHeld(t *testing.T, key string, l throttle.Limit, ivs []*admission) {
+	t.Helper()
+	rates := [4]float64{l.RequestsPerSecond, l.TokensPerMinute / 60, l.InputTokensPerMinute / 60, l.OutputTokensPerMinute / 60}
+	bursts := [4]float64{l.Burst, l.TokenBurst, l.InputTokenBurst, l.OutputTokenBurst}
+	if rates == [4]float64{} {
+		return
+	}
+	names := [4]string{"requests", "tokens", "input tokens", "output tokens"}
+	slack := [4]float64{1e-6, 1e-3, 1e-3, 1e-3} // floating point only
+	byStart := slices.Clone(ivs)
+	slices.SortFunc(byStart, func(a, b *admission) int { return a.start.Compare(b.start) })
+	byEnd := slices.Clone(ivs)
+	slices.SortFunc(byEnd, func(a, b *admission) int { return a.end.Compare(b.end) })
+	for i, first := range byStart {
+		before := first.claimStart // and the latest start of a claim that admitted on key before first
+		for _, o := range byStart[:i] {
+			if o.start.Before(first.start) && o.claimStart.After(before) {
+				before = o.claimStart
 			}
-			return evs[i].d < evs[j].d
-		})
-		var n, maxN int
-		var tok, maxTok int64
-		for _, e := range evs {
-			n += e.d
-			tok += e.cost
-			maxN = max(maxN, n)
-			if n > 1 {
-				maxTok = max(maxTok, tok)
+		}
+		var credits []*admission // refunds that may have come back after first's claim began, by end
+		for _, o := range byEnd {
+			if o.refund != [3]int64{} && (before.IsZero() || o.returned.IsZero() || o.returned.After(before)) {
+				credits = append(credits, o)
 			}
 		}
-		if l.MaxConcurrent > 0 {
-			require.LessOrEqual(t, maxN, l.MaxConcurrent, "key %q", key)
-		}
-		if l.MaxInflightTokens > 0 {
-			require.LessOrEqual(t, maxTok, l.MaxInflightTokens, "key %q", key)
-		}
-		// Rates over every window between two admissions.
-		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
-		if l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 {
-			continue
-		}
-		slices.SortFunc(ivs, func(a, b iv) int { return a.start.Compare(b.start) })
-		for i := range ivs {
-			var reqs, toks, in, out float64
-			for j := i; j < len(ivs); j++ {
-				w := ivs[j].start.Sub(ivs[i].start).Seconds()
-				reqs++
-				toks += float64(ivs[j].cost)
-				in += float64(ivs[j].cost - ivs[j].output)
-				out += float64(ivs[j].output)
-				if l.RequestsPerSecond > 0 {
-					require.LessOrEqual(t, reqs, l.Burst+l.RequestsPerSecond*w+1e-6, "key %q: %v requests in %.6fs", key, reqs, w)
+		var drawn, credit [4]float64
+		next := 0
+		for _, last := range byStart[i:] {
+			for ; next < len(credits) && !credits[next].end.After(last.start); next++ {
+				for d, r := range credits[next].refund {
+					credit[d+1] += float64(r)
 				}
-				if l.TokensPerMinute > 0 {
-					require.LessOrEqual(t, toks, l.TokenBurst+l.TokensPerMinute/60*w+1e-3, "key %q: %v tokens in %.6fs", key, toks, w)
-				}
-				if l.InputTokensPerMinute > 0 {
-					require.LessOrEqual(t, in, l.InputTokenBurst+l.InputTokensPerMinute/60*w+1e-3, "key %q: %v input tokens in %.6fs", key, in, w)
-				}
-				if l.OutputTokensPerMinute > 0 {
-					require.LessOrEqual(t, out, l.OutputTokenBurst+l.OutputTokensPerMinute/60*w+1e-3, "key %q: %v output tokens in %.6fs", key, out, w)
+			}
+			w := last.start.Sub(first.start).Seconds()
+			drawn[0]++
+			drawn[1] += float64(last.cost)
+			drawn[2] += float64(last.cost - last.output)
+			drawn[3] += float64(last.output)
+			for d := range drawn {
+				if bound := bursts[d] + rates[d]*w + credit[d] + slack[d]; rates[d] > 0 && drawn[d] > bound {
+					require.Failf(t, "rate exceeded", "key %q: %v %s admitted in %.6fs from %s (ticket %d to %d), at most %v "+
+						"(%v refunded)", key, drawn[d], names[d], w, first.start.Format(time.RFC3339Nano), first.id, last.id, bound, credit[d])
 				}
 			}
 		}
