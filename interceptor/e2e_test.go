@@ -205,7 +205,7 @@ type env struct {
 	log    *slog.Logger // Sluice's logs, to t.Log; nil in a worker subprocess (the default then)
 }
 
-func newEnv(t *testing.T, a *acts) *env {
+func newEnv(t testing.TB, a *acts) *env {
 	t.Helper()
 	s := temporaltest.Require(t, server)
 	pool := testdb.Pool(t)
@@ -256,7 +256,7 @@ func (e *env) run(t *testing.T, ctx context.Context, wf any, arg any) (client.Wo
 	return e.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.queue, ID: "wf-" + testdb.NewSchemaName()}, wf, arg)
 }
 
-func requireHealthy(t *testing.T, q *pgqueue.Queue) {
+func requireHealthy(t testing.TB, q *pgqueue.Queue) {
 	t.Helper()
 	problems, err := q.Verify(context.Background())
 	require.NoError(t, err)
