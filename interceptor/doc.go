@@ -71,4 +71,10 @@
 // SelfCheckInterval and at once after a failed statement, and reconciles a ticket they disagree on
 // twice in a row: one admitted for it that it never ran is run, one it no longer holds is handed back.
 // See Options.SelfCheckInterval and the metric MetricSelfCheckReconciled.
+//
+// A worker process works within a pool of 2 connections (Options.Pool with MaxConns 2) plus the
+// connection it listens for notifications on. Behind a pooler in transaction mode (PgBouncer), set
+// Options.TransactionPooler and give the pool default_query_exec_mode=exec; the process then listens
+// on Options.ListenURL, a direct connection, or, without one, polls every PollInterval. The README's
+// "Connections and poolers" sizes Postgres for a fleet.
 package interceptor
