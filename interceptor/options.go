@@ -125,10 +125,10 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// MinRemaining skips tickets whose deadline is closer than this at admission. Defaults to 0.
 	MinRemaining time.Duration
-	// ClaimBatch bounds the tickets one claim admits, and those one take or one group commit of
-	// completions handles. A claim admits for every replica of the fleet, so each replica's share of
-	// it (what it then takes and completes in one statement) is about ClaimBatch / replicas: at 100,
-	// 32 replicas took and completed 3 or 4 tickets a statement. Defaults to DefaultClaimBatch.
+	// ClaimBatch bounds the tickets one claim admits, and those one take handles. A claim admits for
+	// every replica of the fleet, so each replica's share of it (what it then takes in one statement,
+	// and completes in group commits of up to 100) is about ClaimBatch / replicas: at 100, 32 replicas
+	// took and completed 3 or 4 tickets a statement. Defaults to DefaultClaimBatch.
 	ClaimBatch int
 	// SelfCheckInterval is how often this process holds its tickets in Postgres against the
 	// invocations it holds, and reconciles a ticket they disagree on twice in a row (a commit whose
