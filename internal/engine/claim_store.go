@@ -50,9 +50,9 @@ var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 ), used AS (
 	` + usageUpsert(24) + `
 )
-SELECT line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
-	WHERE t.line_key = line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000) d)
-FROM unnest($23::text[]) AS line, woken
+SELECT d.line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
+	WHERE t.line_key = d.line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000 + d.admitted) q)
+FROM unnest($23::text[], $30::int[]) AS d(line, admitted), woken
 UNION ALL
 SELECT NULL, {s}.sluice_fail('sluice: claim: tickets ' || ids::text || ' were not queued when the claim stored its decisions')
 FROM unchanged WHERE ids IS NOT NULL`
@@ -74,7 +74,9 @@ func (c *claimRun) store(ctx context.Context) error {
 	owners := slices.Sorted(maps.Keys(c.owners))
 	args = append(args, c.waitIDs, c.waitReasons, c.expiredIDs, c.admittedIDs, c.admittedAt, c.p.Owner,
 		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines)
-	args = append(args, c.usage.args()...)
+	// The count reads the tickets this statement admits as still queued (a statement sees the table
+	// as it began), so it reads past them, to 1,000 more.
+	args = append(append(args, c.usage.args()...), c.depthAdmitted)
 	admitted := make(map[string]int, len(c.depthLines))
 	for i, line := range c.depthLines {
 		admitted[line] = c.depthAdmitted[i]

@@ -369,3 +369,22 @@ func TestQueue_ClaimStoreChecks(t *testing.T) {
 		require.Equal(t, engine.TicketStateQueued, got.State)
 	})
 }
+
+// QueueDepth counts what is left queued in a line after the claim, up to 1,000, however many the claim
+// admitted: the count reads the tickets the claim's own statement admits as queued still.
+func TestClaim_QueueDepthAfterALargeClaim(t *testing.T) {
+	t.Parallel()
+	q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 100_000})
+	ps := make([]engine.EnqueueParams, 2_500)
+	for i := range ps {
+		ps[i] = engine.EnqueueParams{LimitKeys: []string{"k"}, Cost: 1, Owner: "owner-1"}
+	}
+	_, err := q.EnqueueMany(context.Background(), ps)
+	require.NoError(t, err)
+	// 2,500 queued: 1,500 left (counted to 1,000), then 500, then none.
+	for _, want := range []struct{ admitted, depth int64 }{{1_000, 1_000}, {1_000, 500}, {500, 0}} {
+		res := claim(t, q, engine.ClaimParams{Max: 1_000})
+		require.Len(t, res.Admitted, int(want.admitted))
+		require.Equal(t, want.depth, res.QueueDepth["k"])
+	}
+}
