@@ -82,7 +82,9 @@ type Fault struct {
 func (f *Fault) Fired() <-chan struct{} { return f.fired }
 
 // AfterStatements returns a match that accepts the round trip holding the nth statement sent through
-// the proxy from now on: "drop after the nth statement".
+// the proxy from now on: "drop after the nth statement". pgx's liveness ping ("-- ping", which pgxpool
+// sends when it hands out a connection idle for over a second, so only on a slow enough machine) is
+// not a statement of the caller's and is not counted.
 func AfterStatements(n int) func(RoundTrip) bool {
 	var mu sync.Mutex
 	seen := 0
@@ -90,10 +92,17 @@ func AfterStatements(n int) func(RoundTrip) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		before := seen
-		seen += len(r.Statements)
+		for _, sql := range r.Statements {
+			if strings.TrimSpace(sql) != pgxPing {
+				seen++
+			}
+		}
 		return before < n && seen >= n
 	}
 }
+
+// pgxPing is the statement of pgx's PgConn.Ping.
+const pgxPing = "-- ping"
 
 // Proxy forwards connections from its address to a Postgres server. It is safe for concurrent use.
 type Proxy struct {
