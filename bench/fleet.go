@@ -75,13 +75,34 @@ type fleetEnv struct {
 	count, riverCount *counter
 }
 
+// startFleetEnv starts a private cluster of maxConns connections and the environment the fleet's
+// runs share on it; stop closes the environment and stops the cluster, removing its directory. Without
+// the server binaries it returns an error wrapping pgcluster.ErrUnavailable.
+func startFleetEnv(ctx context.Context, c config, maxConns int) (fe *fleetEnv, stop func(), err error) {
+	cluster, err := pgcluster.New(pgcluster.Options{MaxConnections: maxConns})
+	if err != nil {
+		return nil, nil, err
+	}
+	pid, err := cluster.PostmasterPID()
+	if err == nil {
+		fe = &fleetEnv{url: cluster.URL, probe: newPgProbe(cluster.URL, pid), poolSize: c.fleetPool, batch: c.claimBatch,
+			count: &counter{}, riverCount: &counter{}}
+		fe.env, err = newEnv(ctx, cluster.URL)
+	}
+	if err != nil {
+		cluster.Close()
+		return nil, nil, err
+	}
+	return fe, func() { fe.env.close(); cluster.Close() }, nil
+}
+
 // measureFleet takes the fleet figure on a private cluster it starts (and stops, removing its
 // directory, whatever happens): for each shape, Sluice's replicas beside as many River clients, in
 // turn, round after round.
 func measureFleet(ctx context.Context, _ *env, c config, res *results) error {
 	fr := &fleetResult{Tickets: c.fleetTickets, PoolSize: c.fleetPool, MaxConnections: fleetMaxConnections}
 	res.Fleet = fr
-	cluster, err := pgcluster.New(pgcluster.Options{MaxConnections: fleetMaxConnections})
+	fe, stop, err := startFleetEnv(ctx, c, fleetMaxConnections)
 	if errors.Is(err, pgcluster.ErrUnavailable) {
 		fr.Skipped = err.Error()
 		log.Printf("bench: fleet skipped: %v", err)
@@ -90,17 +111,7 @@ func measureFleet(ctx context.Context, _ *env, c config, res *results) error {
 	if err != nil {
 		return err
 	}
-	defer cluster.Close()
-	pid, err := cluster.PostmasterPID()
-	if err != nil {
-		return err
-	}
-	fe := &fleetEnv{url: cluster.URL, probe: newPgProbe(cluster.URL, pid), poolSize: c.fleetPool, batch: c.claimBatch,
-		count: &counter{}, riverCount: &counter{}}
-	if fe.env, err = newEnv(ctx, cluster.URL); err != nil {
-		return err
-	}
-	defer fe.env.close()
+	defer stop()
 	for _, r := range c.fleetReplicas {
 		for _, l := range c.fleetLines {
 			fr.Rows = append(fr.Rows, fleetRow{fleetShape: fleetShape{Replicas: r, Lines: l}})

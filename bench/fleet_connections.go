@@ -81,7 +81,7 @@ func measureConnections(ctx context.Context, _ *env, c config, res *results) err
 		cr.Skipped = "no replicas or shapes asked for"
 		return nil
 	}
-	cluster, err := pgcluster.New(pgcluster.Options{MaxConnections: connMaxConnections})
+	fe, stop, err := startFleetEnv(ctx, c, connMaxConnections)
 	if errors.Is(err, pgcluster.ErrUnavailable) {
 		cr.Skipped = err.Error()
 		log.Printf("bench: connections skipped: %v", err)
@@ -90,17 +90,7 @@ func measureConnections(ctx context.Context, _ *env, c config, res *results) err
 	if err != nil {
 		return err
 	}
-	defer cluster.Close()
-	pid, err := cluster.PostmasterPID()
-	if err != nil {
-		return err
-	}
-	fe := &fleetEnv{url: cluster.URL, probe: newPgProbe(cluster.URL, pid), poolSize: c.fleetPool, batch: c.claimBatch,
-		count: &counter{}}
-	if fe.env, err = newEnv(ctx, cluster.URL); err != nil {
-		return err
-	}
-	defer fe.env.close()
+	defer stop()
 	for _, name := range c.connShapes {
 		if name != connDirect && name != connDirectIdle && !bouncerInstalled() {
 			if os.Getenv("CI") != "" {
