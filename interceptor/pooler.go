@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/engine"
 )
@@ -37,8 +38,8 @@ func (o Options) listen() engine.Listen {
 // poolerHint adds to err, when Postgres says a prepared statement does not exist (SQLSTATE 26000),
 // that Pool is likely behind a pooler in transaction mode that Sluice was not told of.
 func (o Options) poolerHint(err error) error {
-	var pe interface{ SQLState() string }
-	if o.TransactionPooler || !errors.As(err, &pe) || pe.SQLState() != "26000" {
+	var pgErr *pgconn.PgError
+	if o.TransactionPooler || !errors.As(err, &pgErr) || pgErr.Code != "26000" {
 		return err
 	}
 	return fmt.Errorf("%w (a prepared statement vanished between transactions: if Options.Pool goes through "+
