@@ -206,7 +206,8 @@ func (c *claimRun) claimLine(ctx context.Context, line string) error {
 // the page was read with (the line ends before a page shorter than it): the page read ahead with the
 // locks, or the one prefetched with its chunk of lines, when it is this one.
 func (c *claimRun) page(ctx context.Context, line string, cursor *Ticket, size int) ([]Ticket, int, error) {
-	if ahead := c.tx.ahead; cursor == nil && len(ahead) > 0 && ahead[0].LineKey == line && size == c.firstPage {
+	if cursor == nil && c.tx.aheadOf(line) && size == c.firstPage {
+		ahead := c.tx.ahead
 		c.tx.ahead = nil
 		return ahead, size, nil
 	}

@@ -124,7 +124,7 @@ type prefetchedPage struct {
 func (c *claimRun) prefetch(ctx context.Context, lines []string) error {
 	want := make([]string, 0, len(lines))
 	for _, l := range lines {
-		if ahead := c.tx.ahead; len(ahead) == 0 || ahead[0].LineKey != l {
+		if !c.tx.aheadOf(l) {
 			want = append(want, l)
 		}
 	}

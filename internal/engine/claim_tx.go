@@ -21,6 +21,9 @@ type claimTx struct {
 	ahead     []Ticket
 }
 
+// aheadOf reports whether the page read ahead, not yet used, is line's.
+func (t *claimTx) aheadOf(line string) bool { return len(t.ahead) > 0 && t.ahead[0].LineKey == line }
+
 // Query runs sql in the transaction; the first runs with the BEGIN.
 func (t *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.begun {
