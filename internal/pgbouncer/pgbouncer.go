@@ -5,6 +5,7 @@
 package pgbouncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,17 +153,10 @@ func (b *Bouncer) config(backend *url.URL, opts Options) string {
 	fmt.Fprintf(&s, "[databases]\n* = host=%s port=%s user=%s\n\n[pgbouncer]\n", host, port, backend.User.Username())
 	fmt.Fprintf(&s, "listen_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n", b.Port)
 	fmt.Fprintf(&s, "auth_type = any\npool_mode = transaction\ndefault_pool_size = %d\nmax_client_conn = %d\n",
-		cmpOr(opts.PoolSize, 20), cmpOr(opts.MaxClients, 2000))
+		cmp.Or(opts.PoolSize, 20), cmp.Or(opts.MaxClients, 2000))
 	fmt.Fprintf(&s, "ignore_startup_parameters = extra_float_digits\nlogfile = %s\npidfile = %s\n",
 		filepath.Join(b.Dir, "pgbouncer.log"), filepath.Join(b.Dir, "pgbouncer.pid"))
 	return s.String()
-}
-
-func cmpOr(v, d int) int {
-	if v > 0 {
-		return v
-	}
-	return d
 }
 
 // Log returns the tail of the pooler's log.
