@@ -15,7 +15,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -112,13 +111,13 @@ func newSchemaName(prefix string) string {
 }
 
 // sluiceQueue returns Sluice's engine over a fresh migrated schema.
-func (e *env) sluiceQueue(ctx context.Context) (*engine.Queue, error) {
+func (e *env) sluiceQueue(ctx context.Context) (*pgqueue.Queue, error) {
 	schema := newSchemaName("sluice_bench_")
 	e.schemas = append(e.schemas, schema)
 	if _, err := pgqueue.Migrate(ctx, e.pool, pgqueue.MigrateOptions{Schema: schema}); err != nil {
 		return nil, err
 	}
-	return engine.New(e.pool, engine.Options{Schema: schema})
+	return pgqueue.New(e.pool, pgqueue.Options{Schema: schema})
 }
 
 // riverSchema returns a fresh schema with River's tables.

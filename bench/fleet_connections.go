@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/pgbouncer"
 	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 const (
@@ -51,14 +51,14 @@ type connShape struct {
 }
 
 // wiring is how a shape's replicas connect: the pool's URL, the listener, the poll interval.
-func (s connShape) wiring(direct string, b *pgbouncer.Bouncer) (url string, listen engine.Listen, poll time.Duration) {
+func (s connShape) wiring(direct string, b *pgbouncer.Bouncer) (url string, listen pgqueue.Listen, poll time.Duration) {
 	switch s.Name {
 	case connPooledPolling:
-		return b.URL, engine.Listen{Off: true}, connPooledPoll
+		return b.URL, pgqueue.Listen{Off: true}, connPooledPoll
 	case connPooledListen:
-		return b.URL, engine.Listen{URL: direct}, pollEvery
+		return b.URL, pgqueue.Listen{URL: direct}, pollEvery
 	default:
-		return direct, engine.Listen{}, pollEvery
+		return direct, pgqueue.Listen{}, pollEvery
 	}
 }
 

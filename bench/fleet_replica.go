@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // fleetCompleteBatch is the most runs one completion commits: the dispatcher's completeBatch.
@@ -26,8 +26,8 @@ const completeBackoff = 100 * time.Millisecond
 type replica struct {
 	owner    string
 	pool     *pgxpool.Pool
-	q        *engine.Queue
-	notifier *engine.Notifier
+	q        *pgqueue.Queue
+	notifier *pgqueue.Notifier
 	batch    int
 	tally    *fleetTally
 	poll     time.Duration // the claim and take loops' poll interval
@@ -37,8 +37,8 @@ type replica struct {
 	notifierDone sync.WaitGroup
 
 	mu      sync.Mutex
-	pending []engine.Ticket // finished runs waiting for the completer
-	wake    chan struct{}   // cap 1: the completer has work
+	pending []pgqueue.Ticket // finished runs waiting for the completer
+	wake    chan struct{}    // cap 1: the completer has work
 }
 
 // replicaConfig is how a replica connects and behaves.
@@ -48,7 +48,7 @@ type replicaConfig struct {
 	tracer             pgx.QueryTracer
 	tally              *fleetTally
 	// listen is how its notifier listens (the zero value: on a connection hijacked from the pool).
-	listen engine.Listen
+	listen pgqueue.Listen
 	// poll is the claim and take loops' poll interval. Defaults to pollEvery.
 	poll time.Duration
 	// tolerant makes the completer retry a completion that failed before reaching Postgres (a
@@ -88,7 +88,7 @@ func openReplica(ctx context.Context, c replicaConfig) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := engine.New(pool, engine.Options{Schema: c.schema})
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: c.schema})
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -167,7 +167,7 @@ func (r *replica) claimLoop(ctx context.Context) {
 	defer waiter.Close()
 	st := &r.tally.stats
 	for {
-		res, err := r.q.Claim(ctx, engine.ClaimParams{Max: r.batch, Owner: r.owner})
+		res, err := r.q.Claim(ctx, pgqueue.ClaimParams{Max: r.batch, Owner: r.owner})
 		next, onRelease := r.poll, res.WaitsOnRelease
 		switch {
 		case ctx.Err() != nil:
@@ -186,9 +186,9 @@ func (r *replica) claimLoop(ctx context.Context) {
 		if len(res.Admitted) == 0 {
 			st.emptyClaims.Add(1)
 		}
-		var own []engine.Ticket
+		var own []pgqueue.Ticket
 		for _, t := range res.Admitted {
-			if t.State == engine.TicketStateRunning {
+			if t.State == pgqueue.TicketStateRunning {
 				own = append(own, t)
 			}
 		}
@@ -203,7 +203,7 @@ func (r *replica) claimLoop(ctx context.Context) {
 // owner's admitted tickets, again at once while batches come back full, else after the owner's
 // admission is notified or the poll. One take at a time: notifications coalesce.
 func (r *replica) takeLoop(ctx context.Context) {
-	admitted, unsubscribe := r.notifier.Subscribe(engine.TopicAdmitted(r.owner))
+	admitted, unsubscribe := r.notifier.Subscribe(pgqueue.TopicAdmitted(r.owner))
 	defer unsubscribe()
 	st := &r.tally.stats
 	for {
@@ -239,7 +239,7 @@ func (r *replica) takeLoop(ctx context.Context) {
 
 // finished hands runs that returned to the completer, never blocking the caller (the dispatcher's
 // runs each wait in their own goroutine).
-func (r *replica) finished(ts []engine.Ticket) {
+func (r *replica) finished(ts []pgqueue.Ticket) {
 	if len(ts) == 0 {
 		return
 	}
@@ -253,14 +253,14 @@ func (r *replica) finished(ts []engine.Ticket) {
 }
 
 // requeue puts runs whose completion failed back in front of the pending ones.
-func (r *replica) requeue(ts []engine.Ticket) {
+func (r *replica) requeue(ts []pgqueue.Ticket) {
 	r.mu.Lock()
 	r.pending = append(ts[:len(ts):len(ts)], r.pending...)
 	r.mu.Unlock()
 }
 
 // next returns up to fleetCompleteBatch of the pending runs, removing them.
-func (r *replica) next() []engine.Ticket {
+func (r *replica) next() []pgqueue.Ticket {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := min(len(r.pending), fleetCompleteBatch)
@@ -285,9 +285,9 @@ func (r *replica) completeLoop(ctx context.Context) error {
 				continue
 			}
 		}
-		ps := make([]engine.CompleteParams, len(batch))
+		ps := make([]pgqueue.CompleteParams, len(batch))
 		for i, t := range batch {
-			ps[i] = engine.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: engine.OutcomeCompleted}
+			ps[i] = pgqueue.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: pgqueue.OutcomeCompleted}
 		}
 		found, err := r.q.CompleteMany(ctx, ps)
 		if ctx.Err() != nil {

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -33,7 +33,7 @@ func (s fleetShape) name() string {
 }
 
 // fleetLimits creates the shape's limits: lines that do not bind, and the tenant caps.
-func fleetLimits(ctx context.Context, q *engine.Queue, s fleetShape) error {
+func fleetLimits(ctx context.Context, q *pgqueue.Queue, s fleetShape) error {
 	loose := func(key string) throttle.Limit {
 		return throttle.Limit{Key: key, MaxConcurrent: 1_000_000, TokensPerMinute: 1e12}
 	}
@@ -59,12 +59,12 @@ func fleetLimits(ctx context.Context, q *engine.Queue, s fleetShape) error {
 // fleetFill writes n tickets by EnqueueMany, owned round robin by the replicas: over the lines with
 // fair share between 100 tenants (as sluiceFill), or, with tenant caps, each on "api" and its tenant's
 // cap, the tenant its fairness key.
-func fleetFill(ctx context.Context, q *engine.Queue, s fleetShape, n int) error {
+func fleetFill(ctx context.Context, q *pgqueue.Queue, s fleetShape, n int) error {
 	for at := 0; at < n; at += insertBatch {
-		ps := make([]engine.EnqueueParams, min(insertBatch, n-at))
+		ps := make([]pgqueue.EnqueueParams, min(insertBatch, n-at))
 		for j := range ps {
 			i := at + j
-			p := engine.EnqueueParams{Cost: 100, Owner: replicaOwner(i % s.Replicas)}
+			p := pgqueue.EnqueueParams{Cost: 100, Owner: replicaOwner(i % s.Replicas)}
 			if s.TenantCaps > 0 {
 				tenant := fmt.Sprint("tenant:", i%s.TenantCaps)
 				p.LimitKeys, p.FairnessKey = []string{"api", tenant}, tenant

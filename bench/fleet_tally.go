@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // replicaStats counts what a replica's loops did; every field is safe for concurrent use.
@@ -53,7 +53,7 @@ func (t *fleetTally) fail(what string, err error) {
 }
 
 // lagged records how long each taken ticket waited between its admission and its take.
-func (t *fleetTally) lagged(ts []engine.Ticket, now time.Time) {
+func (t *fleetTally) lagged(ts []pgqueue.Ticket, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, x := range ts {

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -22,19 +21,19 @@ import (
 
 // live is a schema with tickets: openai with a line of 4 behind 2 running, and a tenant cap.
 type live struct {
-	e *engine.Queue
+	e *pgqueue.Queue
 	q *pgqueue.Queue
 }
 
 func newLive(t *testing.T) live {
 	t.Helper()
 	ctx := context.Background()
-	e := testdb.Engine(t, engine.Options{})
+	e := testdb.Engine(t, pgqueue.Options{})
 	require.NoError(t, e.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 2, RequestsPerSecond: 5, TokensPerMinute: 60_000},
 		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 10}))
 	l := live{e: e}
 	l.enqueue(t, 6)
-	res, err := e.Claim(ctx, engine.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	q, err := pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema()})
@@ -46,7 +45,7 @@ func newLive(t *testing.T) live {
 func (l live) enqueue(t *testing.T, n int) {
 	t.Helper()
 	for range n {
-		_, err := l.e.Enqueue(context.Background(), engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500,
+		_, err := l.e.Enqueue(context.Background(), pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500,
 			Owner: "worker-a", WorkflowID: "wf", ActivityType: "Summarize", FairnessKey: "acme", Attempt: 1})
 		require.NoError(t, err)
 	}

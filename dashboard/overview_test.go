@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -36,7 +35,7 @@ type many struct {
 func newMany(t *testing.T, n int) many {
 	t.Helper()
 	ctx := context.Background()
-	e := testdb.Engine(t, engine.Options{})
+	e := testdb.Engine(t, pgqueue.Options{})
 	m := many{full: "tenant:00100", third: "user:0005"}
 	users := n / 10
 	for i := range n - users {
@@ -58,15 +57,15 @@ func newMany(t *testing.T, n int) many {
 	for b := range slices.Chunk(limits, 1000) {
 		require.NoError(t, e.UpsertLimits(ctx, b...))
 	}
-	enqueueAt := func(q *engine.Queue, key string, n int) {
+	enqueueAt := func(q *pgqueue.Queue, key string, n int) {
 		for range n {
-			_, err := q.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{key}, Owner: "worker-a", WorkflowID: "wf-" + key, ActivityType: "Call"})
+			_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{key}, Owner: "worker-a", WorkflowID: "wf-" + key, ActivityType: "Call"})
 			require.NoError(t, err)
 		}
 	}
 	enqueueAt(e, m.full, 2)
 	enqueueAt(e, m.third, 3)
-	res, err := e.Claim(ctx, engine.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 5)
 	// The waiting lines are written with clocks in the past, and no claim runs after them.
@@ -76,7 +75,7 @@ func newMany(t *testing.T, n int) many {
 		n   int
 		ago time.Duration
 	}{{"user:0003", 2, time.Hour}, {"tenant:00007", 5, 30 * time.Minute}, {m.busiest, 9, 10 * time.Minute}} {
-		past, err := engine.New(e.Pool(), engine.Options{Schema: e.Schema(), Now: func() time.Time { return now.Add(-w.ago) }})
+		past, err := pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema(), Now: func() time.Time { return now.Add(-w.ago) }})
 		require.NoError(t, err)
 		enqueueAt(past, w.key, w.n)
 	}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/dispatcher"
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 type workerInterceptor struct {
@@ -61,7 +61,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		HeartbeatTimeout: info.HeartbeatTimeout, Line: route.Limits[0],
 	}, time.Now())
 	switch err := a.p.d.Enqueue(ctx, inv, p); {
-	case errors.Is(err, engine.ErrUnknownLimit):
+	case errors.Is(err, pgqueue.ErrUnknownLimit):
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sluice: route %q: %v", ai.ActivityType, err), "SluiceUnknownLimit", nil)
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, err
@@ -85,27 +85,27 @@ func activityInfo(info activity.Info) ActivityInfo {
 
 // ticketParams runs the route's functions and returns the ticket to write. A mistake in the route's
 // functions is a non-retryable failure naming the route; a database error is retried by Temporal.
-func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo, info activity.Info, args []any) (engine.EnqueueParams, error) {
+func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo, info activity.Info, args []any) (pgqueue.EnqueueParams, error) {
 	name := ai.ActivityType
 	cost, err := routeCost(name, route, args)
 	if err != nil {
-		return engine.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
+		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
 	}
 	keys, err := p.routeKeys(ctx, name, route, ai, args)
 	var bad *badRouteError
 	switch {
 	case errors.As(err, &bad):
-		return engine.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadLimit", nil)
+		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadLimit", nil)
 	case err != nil:
-		return engine.EnqueueParams{}, err // the database: Temporal retries
+		return pgqueue.EnqueueParams{}, err // the database: Temporal retries
 	}
-	ep := engine.EnqueueParams{
+	ep := pgqueue.EnqueueParams{
 		LimitKeys: keys, Cost: cost.Total(), OutputCost: cost.Output, Priority: cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority),
 		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
 		ActivityType: name, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
 	}
 	if ep.FairnessKey, ep.Weight, err = routeFairness(name, route, ai, args); err != nil {
-		return engine.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)
+		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)
 	}
 	return ep, nil
 }

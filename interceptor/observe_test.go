@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/temporaltest"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -185,9 +185,9 @@ func TestPlugin_TracingAcrossReplicas(t *testing.T) {
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(actCtx, c)
 	activitySpan.End()
-	other, err := engine.New(e.pool, engine.Options{Schema: e.schema}) // another process's engine
+	other, err := pgqueue.New(e.pool, pgqueue.Options{Schema: e.schema}) // another process's engine
 	require.NoError(t, err)
-	_, err = other.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{"svc"}, Owner: "another-process", Cost: 7, TraceContext: c["traceparent"]})
+	_, err = other.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"svc"}, Owner: "another-process", Cost: 7, TraceContext: c["traceparent"]})
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool { return len(spansNamed(rec.Ended(), sluiceinterceptor.SpanWait)) == 1 }, time.Minute, 20*time.Millisecond)

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/dispatcher"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -256,7 +255,7 @@ func (o Options) validate() error {
 
 // dispatcherConfig is the dispatcher's share of the options, which withDefaults and validate have
 // made complete and valid.
-func (o Options) dispatcherConfig(q *engine.Queue, owner string) dispatcher.Config {
+func (o Options) dispatcherConfig(q *pgqueue.Queue, owner string) dispatcher.Config {
 	var keys []string
 	seen := map[string]bool{}
 	for _, r := range o.Routes {

@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sluicehq/sluice/internal/dispatcher"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -43,7 +42,7 @@ func NewPlugin(opts Options) (*Plugin, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	q, err := engine.New(opts.Pool, engine.Options{Schema: opts.Schema})
+	q, err := pgqueue.New(opts.Pool, pgqueue.Options{Schema: opts.Schema})
 	if err != nil {
 		return nil, err
 	}

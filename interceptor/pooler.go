@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // validatePooler checks the options that say how Pool reaches Postgres (Pool is not nil).
@@ -31,8 +31,8 @@ func (o Options) validatePooler() error {
 
 // listen is how the dispatcher's notifier listens: on a connection taken from Pool, on ListenURL,
 // or, behind a transaction pooler without ListenURL, not at all.
-func (o Options) listen() engine.Listen {
-	return engine.Listen{URL: o.ListenURL, Off: o.TransactionPooler && o.ListenURL == ""}
+func (o Options) listen() pgqueue.Listen {
+	return pgqueue.Listen{URL: o.ListenURL, Off: o.TransactionPooler && o.ListenURL == ""}
 }
 
 // poolerHint adds to err, when Postgres says a prepared statement does not exist (SQLSTATE 26000),

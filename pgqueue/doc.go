@@ -1,6 +1,8 @@
-// Package pgqueue is Sluice's admission queue in Postgres as its users see it: the tables, their
-// embedded migrations, and the administration of limits. Postgres is the single source of truth;
-// there is no other state.
+// Package pgqueue is Sluice's admission queue in Postgres: the tables and their embedded migrations,
+// the statements the plugin's dispatcher runs against them, and the administration and read model
+// operators use (the sluice command and the dashboard are built on it). Postgres is the single source
+// of truth; there is no other state. Most programs only call [Migrate] and the administration below;
+// the plugin (package interceptor) runs the rest.
 //
 // # Tables
 //
@@ -12,22 +14,23 @@
 //     UPDATE sluice.sluice_limit SET max_concurrent = 20 WHERE key = 'openai';
 //   - sluice_ticket: one row per activity attempt waiting for, holding, or just done with admission.
 //     Finished rows are deleted once their outcome is delivered.
+//   - sluice_release: what completions released, per limit, until the next claim folds it in.
 //   - sluice_fair: the fair-share finish tag of each fairness key in a line.
 //   - sluice_owner: the lease of each live process.
 //   - sluice_usage: what each key admitted per second (requests and reserved tokens), kept an hour,
 //     for Queue.Status, Queue.Usage and the operators' tools; admission does not read it.
 //
-// # Administration
+// # Administration and the read model
 //
 // [Migrate] creates and upgrades the tables (run it once per deploy, or let the plugin run it when a
 // worker starts). A [Queue] administers one schema: [Queue.UpsertLimits] creates limits or changes
-// them at runtime, [Queue.Limit] and [Queue.LimitStatus] read them (as configured, as admission
-// applies them, and their buckets), [Queue.Pause] and [Queue.Resume] stop and restart admissions on a
-// key, [Queue.Stats] and [Queue.Verify] say how things stand, and [Queue.Status], [Queue.Usage] and
-// [Queue.Tickets] say why activities wait (what the sluice command and its dashboard show);
-// [MigrationState] says which migrations a schema has. Every change applies at the next
-// admission on every replica. The dispatcher's own operations (claims, completions, hand-backs,
-// deliveries) are run by the plugin and are not part of this package.
+// them at runtime and [Queue.ChangeLimit] changes some fields of one, [Queue.Limit] reads one as
+// configured, [Queue.Pause] and [Queue.Resume] stop and restart admissions on a key, and
+// [Queue.Verify] checks the invariants. The read model is what the sluice command and its dashboard
+// show, in the same types: [Queue.Status] ([KeyStatus]: a limit as configured and as admission
+// applies it, its tickets and its last minute), [Queue.Overview] (every key, sorted and paged),
+// [Queue.Usage] ([UsagePoint]s) and [Queue.Tickets] ([Ticket]s); [MigrationState] says which
+// migrations a schema has. Every change applies at the next admission on every replica.
 //
 //	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"}); err != nil {
 //		log.Fatal(err)
@@ -45,7 +48,17 @@
 //	if err := q.Resume(ctx, "openai"); err != nil {
 //		log.Fatal(err)
 //	}
-//	stats, err := q.Stats(ctx)
+//	status, err := q.Status(ctx, "openai")
+//
+// # The dispatcher's statements
+//
+// The plugin's dispatcher runs the rest, and a program rarely calls it: [Queue.Enqueue] writes a
+// ticket ([Queue.EnqueueMany] a batch, in one statement); [Queue.Claim] is the throttled dequeue, run
+// by any number of processes; [Queue.TakeAdmitted] hands an owner what was admitted for it;
+// [Queue.Complete] releases and reconciles, storing the outcome; [Queue.Requeue] puts a ticket back in
+// line without spending an attempt; [Queue.HandBack] returns a dead owner's tickets to Temporal;
+// [Queue.TakeDeliveries] and [Queue.Delivered] deliver outcomes until Temporal has them; leases say
+// which owners live. A [Notifier] turns LISTEN/NOTIFY into wake-ups; callers poll as a fallback.
 //
 // # Correctness
 //
@@ -53,4 +66,15 @@
 // in-flight figures and buckets after the lock, and writes them back in the same transaction, so the
 // decisions on a key are serialised across every replica and a limit is never exceeded; a busy key
 // is skipped, not waited on, and keys never contend with each other. The clock is the database's.
+//
+// Completions do not take that lock: [Queue.CompleteMany] appends what its tickets release, summed
+// per limit, to a ledger (sluice_release), and the next claim holding a limit row folds the pending
+// releases into it before it decides. Until then the row's in-flight figures are high by what is
+// pending, so a claim can only under-admit, never over-admit; readers (Status, Verify) net the
+// pending releases out. Finishing work thus never makes a claimer skip a key or wait, and a
+// completion is one statement whatever the number of keys.
+//
+// Writes are batched where a guarantee allows: a batch of tickets is one INSERT (with the fair-share
+// tags and the retry places computed in it), a batch of completions one statement, a claim admits
+// up to its Max in one transaction.
 package pgqueue

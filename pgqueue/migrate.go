@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sluicehq/sluice/internal/engine"
 )
 
 //go:embed migration/*.sql
@@ -99,7 +97,7 @@ func Migrate(ctx context.Context, db DB, opts MigrateOptions) (MigrateResult, er
 	qs := pgx.Identifier{schema}.Sanitize()
 	var res MigrateResult
 	for _, m := range migrations {
-		err := engine.InTx(ctx, db, func(tx pgx.Tx) error {
+		err := InTx(ctx, db, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice_migrate'), hashtext($1))`, schema); err != nil {
 				return err
 			}
@@ -156,7 +154,7 @@ func MigrateDown(ctx context.Context, db DB, opts MigrateOptions, targetVersion 
 		if m.Version <= targetVersion {
 			break
 		}
-		err := engine.InTx(ctx, db, func(tx pgx.Tx) error {
+		err := InTx(ctx, db, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice_migrate'), hashtext($1))`, schema); err != nil {
 				return err
 			}

@@ -5,34 +5,123 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/throttle"
 )
 
-// DefaultSchema is the schema Sluice's tables live in when a schema is not given.
+// DefaultSchema is the schema Sluice's tables live in when Options.Schema is empty.
 const DefaultSchema = "sluice"
 
-// MaxCost is the largest token cost one ticket may reserve (2^40): a route's Cost must return a
-// value in [0, MaxCost].
-const MaxCost = int64(1) << 40
+// NotifyChannel is the one LISTEN/NOTIFY channel Sluice uses; payloads carry the schema, so several
+// schemas can share a database.
+const NotifyChannel = "sluice"
 
-// ErrUnknownLimit is returned for a key that has no limit in the schema. Test with errors.Is.
-var ErrUnknownLimit = engine.ErrUnknownLimit
+var (
+	// ErrNotFound is returned when a ticket is not in the state the operation needs (it finished, was
+	// handed back, or belongs to another owner).
+	ErrNotFound = errors.New("sluice: ticket not found")
+	// ErrUnknownLimit is returned by Enqueue for a ticket that draws on a limit that was never upserted.
+	ErrUnknownLimit = errors.New("sluice: unknown limit")
+)
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // ValidateSchema reports whether name is usable as the schema Sluice's tables live in: a lower-case
 // Postgres identifier (letters, digits, underscores) of at most 63 bytes. It is checked, not quoted
-// into acceptance, so that a hostile name never reaches SQL.
+// into acceptance, so that a hostile name never reaches SQL. New, Migrate and the plugin's options
+// call it.
 func ValidateSchema(name string) error {
-	if err := engine.ValidateSchema(name); err != nil {
-		return fmt.Errorf("pgqueue: %w", err)
+	if len(name) > 63 || !schemaRE.MatchString(name) {
+		return fmt.Errorf("pgqueue: Schema must match %s and be at most 63 bytes, got %q", schemaRE, name)
 	}
 	return nil
+}
+
+// Options configures a Queue. The zero value is usable.
+type Options struct {
+	// Schema holds Sluice's tables. Defaults to DefaultSchema.
+	Schema string
+	// Now, when set, replaces the database clock in every statement. For tests; production uses the
+	// database's clock_timestamp(), the one clock every replica shares. Defaults to nil.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	o.Schema = cmp.Or(o.Schema, DefaultSchema)
+	return o
+}
+
+func (o Options) validate() error {
+	return ValidateSchema(o.Schema)
+}
+
+// Queue is Sluice's admission engine in one Postgres schema: the statements the dispatcher runs
+// (enqueue, claim, take, complete, requeue, hand-back, deliveries, leases) and those pgqueue's
+// administration surface is built on. It is safe for concurrent use by many goroutines and, through
+// Postgres, by many processes. Create it with New after pgqueue.Migrate.
+type Queue struct {
+	pool   *pgxpool.Pool
+	opts   Options
+	schema string // quoted
+	// cursor is the line this Queue's last claim stopped at: the next reads on from it.
+	cursor atomic.Pointer[string]
+}
+
+func (q *Queue) lineCursor() string {
+	if p := q.cursor.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (q *Queue) setLineCursor(line string) { q.cursor.Store(&line) }
+
+// New returns a Queue over pool. It does not touch the database: run Migrate first.
+func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
+	if pool == nil {
+		return nil, errors.New("sluice: pool must not be nil")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	q := &Queue{pool: pool, opts: opts, schema: pgx.Identifier{opts.Schema}.Sanitize()}
+	return q, nil
+}
+
+// Schema returns the schema the queue's tables live in.
+func (q *Queue) Schema() string { return q.opts.Schema }
+
+// Pool returns the pool the queue was created with.
+func (q *Queue) Pool() *pgxpool.Pool { return q.pool }
+
+// s qualifies every "sluice_" table name in stmt with the queue's schema.
+func (q *Queue) s(stmt string) string {
+	return strings.ReplaceAll(stmt, "{s}.", q.schema+".")
+}
+
+// nowArg is the argument for "coalesce($n::timestamptz, clock_timestamp())": nil for the database clock.
+func (q *Queue) nowArg() any {
+	if q.opts.Now == nil {
+		return nil
+	}
+	return q.opts.Now()
+}
+
+// now is the instant of a decision: the injected clock, or the database's.
+func (q *Queue) now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	if q.opts.Now != nil {
+		return q.opts.Now(), nil
+	}
+	var now time.Time
+	err := tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	return now.UTC(), err
 }
 
 // DB is what both a *pgxpool.Pool and a pgx.Tx offer: Migrate runs on either.
@@ -43,113 +132,45 @@ type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Options configures a Queue. The zero value is usable.
-type Options struct {
-	// Schema holds Sluice's tables. Defaults to DefaultSchema.
-	Schema string
-}
-
-// Queue administers Sluice's tables in one schema: the limits (read, change at runtime, pause and
-// resume), and how the queue stands (Stats, Verify). The dispatcher's own operations (claims,
-// completions, hand-backs) are not here: the plugin runs them. A Queue is safe for concurrent use;
-// every change applies on every replica at its next admission. Create it with New after Migrate.
-type Queue struct {
-	e *engine.Queue
-}
-
-// New returns a Queue over pool. It does not touch the database: run Migrate first.
-func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
-	if pool == nil {
-		return nil, errors.New("pgqueue: pool must not be nil")
-	}
-	opts.Schema = cmp.Or(opts.Schema, DefaultSchema)
-	if err := ValidateSchema(opts.Schema); err != nil {
-		return nil, err
-	}
-	e, err := engine.New(pool, engine.Options{Schema: opts.Schema})
+// InTx runs fn in a transaction on db (a savepoint when db is already a transaction).
+func InTx(ctx context.Context, db DB, fn func(tx pgx.Tx) error) error {
+	tx, err := db.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgqueue: %w", err)
+		return err
 	}
-	return &Queue{e: e}, nil
-}
-
-// Schema returns the schema the queue's tables live in.
-func (q *Queue) Schema() string { return q.e.Schema() }
-
-// UpsertLimits creates the limits, or replaces the configuration of those that exist, keeping their
-// admission state (buckets, in-flight figures, pauses). Each limit is validated first; nothing is
-// written if one is invalid. The change applies at the next admission on every replica.
-func (q *Queue) UpsertLimits(ctx context.Context, limits ...throttle.Limit) error {
-	return q.e.UpsertLimits(ctx, limits...)
-}
-
-// UpsertLimitsTx is UpsertLimits inside the caller's transaction: the change applies when it commits.
-func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttle.Limit) error {
-	return q.e.UpsertLimitsTx(ctx, tx, limits...)
-}
-
-// Limit returns key's configuration as set by UpsertLimits or SQL, with defaults filled in. An
-// unknown key returns an error wrapping ErrUnknownLimit.
-func (q *Queue) Limit(ctx context.Context, key string) (throttle.Limit, error) {
-	return q.e.Limit(ctx, key)
-}
-
-// LimitStatus is a limit as configured and as admission applies it now.
-type LimitStatus struct {
-	// Configured is the limit as set by UpsertLimits or SQL; Effective is it lowered to what the
-	// provider's headers taught (sluiceactivity.ReportHeaders).
-	Configured, Effective throttle.Limit
-	// State is the admission state: buckets, in-flight figures, the pause.
-	State throttle.State
-}
-
-// LimitStatus returns key's configured and effective limit and its admission state. An unknown key
-// returns an error wrapping ErrUnknownLimit.
-func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error) {
-	st, err := q.e.LimitStatus(ctx, key)
-	return LimitStatus(st), err
-}
-
-// Pause stops admissions on key until until, on every replica; a later pause already in force is
-// kept. Running activities go on. It is what a provider's 429 with a Retry-After turns into.
-func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
-	return q.e.Pause(ctx, key, until)
-}
-
-// Resume lifts key's pause at once, on every replica, whatever set it.
-func (q *Queue) Resume(ctx context.Context, key string) error {
-	return q.e.Resume(ctx, key)
-}
-
-// KeyStats is how one limit stands.
-type KeyStats struct {
-	Key string
-	// Queued counts tickets waiting in this key's line (the first limit of their route);
-	// QueuedDrawing those waiting in any line that draw on the key.
-	Queued, QueuedDrawing int64
-	// Admitted counts tickets holding the key (admitted or running), from the tickets themselves.
-	Admitted int64
-	// InflightCount and InflightTokens are the limit row's own figures, which admission reads.
-	InflightCount  int64
-	InflightTokens int64
-	// PausedUntil is the end of the key's pause; zero when it is not paused.
-	PausedUntil time.Time
-}
-
-// Stats returns every limit's figures, in key order.
-func (q *Queue) Stats(ctx context.Context) ([]KeyStats, error) {
-	st, err := q.e.Stats(ctx)
-	out := make([]KeyStats, len(st))
-	for i, s := range st {
-		out[i] = KeyStats(s)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
 	}
-	return out, err
+	// The commit is not cancelled with ctx: a COMMIT interrupted by the caller's cancellation may
+	// have committed on the server while the caller hears an error, and the callers act on the
+	// answer (a completion answered as failed must not have been recorded). It is bounded instead.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	return commitError(tx.Commit(cctx))
 }
 
-// Verify checks the tables' invariants and returns a description of each violation (none when
-// healthy): every limit's in-flight figures equal the sum over the tickets holding it, no limit holds
-// more than MaxConcurrent or MaxInflightTokens (an oversize ticket alone excepted), and no queued
-// ticket waits in the line of a limit that does not exist. It locks nothing and changes nothing.
-func (q *Queue) Verify(ctx context.Context) ([]string, error) {
-	return q.e.Verify(ctx)
+// ErrCommitUnknown marks an error heard after a COMMIT was sent, other than the server's answer to
+// it (the connection broke, or the answer did not arrive in time): the transaction may have
+// committed. A caller that acts on the answer must not take it for a rollback; the dispatcher's
+// self-check reconciles what such a commit changed.
+var ErrCommitUnknown = errors.New("the commit's outcome is unknown")
+
+// commitError classifies err, heard while a COMMIT was under way: the server's answer (an error it
+// raised, a rollback) is certain; anything else wraps ErrCommitUnknown.
+func commitError(err error) error {
+	var pgErr *pgconn.PgError
+	if err == nil || errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+}
+
+// commitTimeout bounds a COMMIT, which InTx does not let its caller's cancellation interrupt.
+const commitTimeout = 30 * time.Second
+
+// notify sends one notification inside tx, delivered at its commit.
+func (q *Queue) notify(ctx context.Context, tx DB, kind, arg string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, q.opts.Schema+"|"+kind+"|"+arg)
+	return err
 }

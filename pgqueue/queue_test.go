@@ -5,79 +5,124 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
-func TestConstantsMatchTheEngine(t *testing.T) {
-	require.Equal(t, engine.DefaultSchema, pgqueue.DefaultSchema)
-	require.Equal(t, engine.MaxCost, pgqueue.MaxCost)
-}
-
-// TestQueue_Administration exercises what an operator calls, against a real Postgres.
-func TestQueue_Administration(t *testing.T) {
+func TestQueue_UpsertLimits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: testdb.Schema(t, pool)})
-	require.NoError(t, err)
-	openai := throttle.Limit{Key: "openai", MaxConcurrent: 5, TokensPerMinute: 90_000}
-	require.NoError(t, q.UpsertLimits(ctx, openai))
 
-	t.Run("LimitReadsTheConfiguration", func(t *testing.T) {
-		got, err := q.Limit(ctx, "openai")
+	t.Run("RejectsInvalidNamingFieldAndValue", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t)
+		err := q.UpsertLimits(ctx, throttle.Limit{Key: "a", MaxConcurrent: 1}, throttle.Limit{Key: "b", RequestsPerSecond: -2})
+		require.ErrorContains(t, err, "limits[1]")
+		require.ErrorContains(t, err, "RequestsPerSecond must be >= 0")
+		require.ErrorContains(t, err, "-2")
+		_, err = q.Limit(ctx, "a")
+		require.ErrorIs(t, err, pgqueue.ErrUnknownLimit, "nothing is written when any limit is invalid")
+		require.ErrorContains(t, q.UpsertLimits(ctx, throttle.Limit{Key: "a", MaxConcurrent: 1}, throttle.Limit{Key: "a", MaxConcurrent: 2}), "given twice")
+	})
+
+	t.Run("FillsDefaults", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "openai", RequestsPerSecond: 10, TokensPerMinute: 90_000})
+		l, err := q.Limit(ctx, "openai")
 		require.NoError(t, err)
-		require.Equal(t, openai.WithDefaults(), got)
-		_, err = q.Limit(ctx, "nope")
+		require.Equal(t, throttle.Limit{Key: "openai", RequestsPerSecond: 10, Burst: 10, TokensPerMinute: 90_000, TokenBurst: 90_000}, l)
+	})
+
+	t.Run("RuntimeChangeAppliesAtNextAdmission", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+		for range 3 {
+			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
+		}
+		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 1)
+		require.Empty(t, claim(t, q, pgqueue.ClaimParams{}).Admitted)
+		require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "k", MaxConcurrent: 3}))
+		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 2)
+		requireHealthy(t, q)
+	})
+
+	t.Run("RuntimeChangeBySQL", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+		for range 3 {
+			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
+		}
+		// The documented statement, as an operator would run it in psql.
+		_, err := q.Pool().Exec(ctx, `UPDATE `+pgx.Identifier{q.Schema()}.Sanitize()+`.sluice_limit SET max_concurrent = 2 WHERE key = 'k'`)
+		require.NoError(t, err)
+		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 2)
+	})
+}
+
+func TestQueue_Enqueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, _ := setup(t, throttle.Limit{Key: "openai", MaxConcurrent: 5}, throttle.Limit{Key: "tenant:a", MaxConcurrent: 1})
+
+	t.Run("RoundTripsFields", func(t *testing.T) {
+		t.Parallel()
+		deadline := t0.Add(time.Hour)
+		tk := enqueue(t, q, pgqueue.EnqueueParams{
+			LimitKeys: []string{"openai", "tenant:a"}, Cost: 1200, Priority: 2, Owner: "w1",
+			Namespace: "default", WorkflowID: "wf", RunID: "run", ActivityID: "7", ActivityType: "Summarize",
+			Attempt: 1, TaskToken: []byte{1, 2, 3}, Deadline: deadline, TraceContext: "00-abc-def-01",
+		})
+		got, err := q.Ticket(ctx, tk.ID)
+		require.NoError(t, err)
+		require.Equal(t, pgqueue.TicketStateQueued, got.State)
+		require.Equal(t, "openai", got.LineKey)
+		require.Equal(t, []string{"openai", "tenant:a"}, got.LimitKeys)
+		require.Equal(t, int64(1200), got.Cost)
+		require.Equal(t, int64(-1), got.ActualCost)
+		require.Equal(t, 2, got.Priority)
+		require.Equal(t, []byte{1, 2, 3}, got.TaskToken)
+		require.True(t, deadline.Equal(got.Deadline))
+		require.True(t, got.NotBefore.IsZero())
+		require.True(t, t0.Equal(got.EnqueuedAt))
+		require.Equal(t, "00-abc-def-01", got.TraceContext)
+		require.Equal(t, "Summarize", got.ActivityType)
+	})
+
+	t.Run("RejectsBadInput", func(t *testing.T) {
+		t.Parallel()
+		for _, c := range []struct {
+			p    pgqueue.EnqueueParams
+			want string
+		}{
+			{pgqueue.EnqueueParams{Owner: "w"}, "LimitKeys must name at least one limit"},
+			{pgqueue.EnqueueParams{LimitKeys: []string{""}, Owner: "w"}, "LimitKeys[0]"},
+			{pgqueue.EnqueueParams{LimitKeys: []string{"openai", "openai"}, Owner: "w"}, `names "openai" twice`},
+			{pgqueue.EnqueueParams{LimitKeys: []string{"openai"}, Owner: "w", Cost: -1}, "Cost must be in [0, 1099511627776], got -1"},
+			{pgqueue.EnqueueParams{LimitKeys: []string{"openai"}, Owner: "w", Cost: 1 << 50}, "got 1125899906842624"},
+			{pgqueue.EnqueueParams{LimitKeys: []string{"openai"}}, "Owner must not be empty"},
+			{pgqueue.EnqueueParams{LimitKeys: []string{"openai"}, Owner: "w", Weight: -1}, "Weight must be > 0"},
+			{pgqueue.EnqueueParams{LimitKeys: []string{"openai"}, Owner: "w", Attempt: -3}, "Attempt must be >= 1, got -3"},
+		} {
+			_, err := q.Enqueue(ctx, c.p)
+			require.ErrorContains(t, err, c.want)
+		}
+		_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "nope"}, Owner: "w"})
 		require.ErrorIs(t, err, pgqueue.ErrUnknownLimit)
-		require.ErrorContains(t, err, `"nope"`)
 	})
 
-	t.Run("BadLimitWritesNothing", func(t *testing.T) {
-		err := q.UpsertLimits(ctx, throttle.Limit{Key: "ok", MaxConcurrent: 1}, throttle.Limit{Key: "bad", MaxConcurrent: -2})
-		require.ErrorContains(t, err, "MaxConcurrent must be >= 0 (0 means no cap), got -2")
-		_, err = q.Limit(ctx, "ok")
-		require.ErrorIs(t, err, pgqueue.ErrUnknownLimit, "the valid limit beside the bad one was not written either")
-	})
-
-	t.Run("LimitStatus", func(t *testing.T) {
-		st, err := q.LimitStatus(ctx, "openai")
+	t.Run("InTxIsInvisibleUntilCommit", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
+		tx, err := q.Pool().Begin(ctx)
 		require.NoError(t, err)
-		require.Equal(t, openai.WithDefaults(), st.Configured)
-		require.Equal(t, st.Configured, st.Effective, "nothing learned from a provider yet")
-		l := openai.WithDefaults()
-		require.True(t, st.State.Tokens.At.IsZero(), "never drawn on")
-		require.Equal(t, l.TokenBurst, st.State.Tokens.Refill(time.Now(), l.TokensPerMinute/60, l.TokenBurst).Level, "a new bucket is full")
-		_, err = q.LimitStatus(ctx, "nope")
-		require.ErrorIs(t, err, pgqueue.ErrUnknownLimit)
-	})
-
-	t.Run("PauseAndResume", func(t *testing.T) {
-		until := time.Now().Add(time.Hour).Truncate(time.Second)
-		require.NoError(t, q.Pause(ctx, "openai", until))
-		require.NoError(t, q.Pause(ctx, "openai", until.Add(-time.Minute)), "an earlier end is ignored")
-		st, err := q.Stats(ctx)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = q.EnqueueTx(ctx, tx, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Owner: "w"})
 		require.NoError(t, err)
-		require.Len(t, st, 1)
-		require.True(t, until.Equal(st[0].PausedUntil), "paused until %s, want %s", st[0].PausedUntil, until)
-		require.NoError(t, q.Resume(ctx, "openai"))
-		st, err = q.Stats(ctx)
-		require.NoError(t, err)
-		require.True(t, st[0].PausedUntil.IsZero(), "resumed: %s", st[0].PausedUntil)
-		require.ErrorIs(t, q.Pause(ctx, "nope", until), pgqueue.ErrUnknownLimit)
-		require.ErrorIs(t, q.Resume(ctx, "nope"), pgqueue.ErrUnknownLimit)
-	})
-
-	t.Run("StatsAndVerify", func(t *testing.T) {
-		st, err := q.Stats(ctx)
-		require.NoError(t, err)
-		require.Equal(t, []pgqueue.KeyStats{{Key: "openai"}}, st)
-		problems, err := q.Verify(ctx)
-		require.NoError(t, err)
-		require.Empty(t, problems)
+		require.Empty(t, claim(t, q, pgqueue.ClaimParams{}).Admitted)
+		require.NoError(t, tx.Commit(ctx))
+		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 1)
 	})
 }

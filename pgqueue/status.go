@@ -2,38 +2,224 @@ package pgqueue
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// KeyStatus is how one limit stands, for operators (the sluice command's status and the dashboard).
+// KeyStatus is how one limit stands, for operators: its configuration, what admission applies, its
+// tickets, its line's head and what it admitted over the last minute. It is read in one statement
+// that locks nothing.
 type KeyStatus struct {
 	// Configured is the limit as set; Effective is it lowered to what the provider's headers taught.
 	Configured, Effective throttle.Limit
-	// State is the admission state: buckets, in-flight figures (State.InflightTokens are the tokens
-	// reserved by the tickets holding the key), the pause.
+	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause.
 	State throttle.State
 	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
 	// the key, admitted and not yet taken by their worker, and running.
 	Queued, Admitted, Running int64
 	// OldestQueued is when the oldest of the 1,000 tickets at the head of the line was written (the
-	// whole line's oldest unless priorities put older tickets further back; reading a whole line of
-	// millions every refresh would cost the database too much); zero when none waits.
+	// whole line's oldest unless priorities put older tickets further back); zero when none waits.
 	OldestQueued time.Time
-	// HeadWaitReason is why the ticket at the head of the line last waited: "concurrency", "rate",
-	// "tokens", "input_tokens", "output_tokens", "inflight_tokens" or "paused"; empty when none waits
+	// HeadWaitReason is why the ticket at the head of the line last waited ("concurrency", "rate",
+	// "tokens", "input_tokens", "output_tokens", "inflight_tokens", "paused"); empty when none waits
 	// or no claim has looked at it yet.
 	HeadWaitReason string
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
-	// tickets, and the tokens they reserved less what reported usage gave back (counted when the next
-	// claim on the key folds the completion in).
+	// tickets, and the tokens they reserved less what reported usage gave back.
 	RequestsLastMinute, TokensLastMinute int64
 	// InputTokensLastMinute and OutputTokensLastMinute are TokensLastMinute's input and output parts.
 	InputTokensLastMinute, OutputTokensLastMinute int64
 	// Now is the database's clock when the status was read.
 	Now time.Time
+}
+
+// statusColumns follow limitReadColumns in Status's statement; $2 is the instant a minute ago. The
+// tickets holding keys are counted once for every key (held), not by a scan per key.
+const statusColumns = `,
+	(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
+	coalesce(h.admitted, 0), coalesce(h.running, 0),
+	(SELECT min(head.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
+		ORDER BY t.priority, t.vstart, t.seq LIMIT ` + statusOldestAmong + `) head),
+	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
+		ORDER BY t.priority, t.vstart, t.seq LIMIT 1),
+	u.requests, u.tokens, u.input_tokens, u.output_tokens`
+
+// statusUsage sums the usage history of the row aliased l over the minute after $2, joined LATERAL.
+const statusUsage = ` CROSS JOIN LATERAL (SELECT coalesce(sum(u.requests), 0)::bigint AS requests,
+	coalesce(sum(u.tokens), 0)::bigint AS tokens, coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens,
+	coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens
+	FROM {s}.sluice_usage u WHERE u.key = l.key AND u.second > $2) u`
+
+// statusOldestAmong bounds the tickets OldestQueued looks at: those at the head of the line, read in
+// the line index's order. The minimum over a whole line of a million reads a million rows.
+const statusOldestAmong = "1000"
+
+// statusHeld counts the tickets holding each key, admitted and running.
+const statusHeld = `WITH held AS (
+	SELECT k AS held_key, count(*) FILTER (WHERE t.state = 'admitted') AS admitted, count(*) FILTER (WHERE t.state = 'running') AS running
+	FROM {s}.sluice_ticket t, unnest(t.limit_keys) AS k WHERE t.state IN ('admitted', 'running') GROUP BY k)
+`
+
+// Status returns the status of keys, in key order, or of every limit when keys is empty. A key that
+// does not exist returns an error wrapping ErrUnknownLimit that names it.
+func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error) {
+	var out []KeyStatus
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		out = nil
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q.s(statusHeld+`SELECT `+limitReadColumns+statusColumns+` FROM {s}.sluice_limit l
+			LEFT JOIN held h ON h.held_key = l.key`+statusUsage+` WHERE coalesce(cardinality($1::text[]), 0) = 0 OR l.key = ANY($1) ORDER BY l.key`), keys, now.Add(-time.Minute))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var s KeyStatus
+			var oldest *time.Time
+			var reason *string
+			r, err := scanLimit(rows, &s.Queued, &s.Admitted, &s.Running, &oldest, &reason, &s.RequestsLastMinute, &s.TokensLastMinute,
+				&s.InputTokensLastMinute, &s.OutputTokensLastMinute)
+			if err != nil {
+				return err
+			}
+			s.Configured, s.Effective, s.State, s.Now = r.configured, r.limit, r.state, now.UTC()
+			if oldest != nil {
+				s.OldestQueued = oldest.UTC()
+			}
+			if reason != nil {
+				s.HeadWaitReason = *reason
+			}
+			out = append(out, s)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: status: %w", err)
+	}
+	return out, unknownKeys(keys, out, func(s KeyStatus) string { return s.Configured.Key })
+}
+
+// unknownKeys returns an error wrapping ErrUnknownLimit naming the keys asked for that found no row.
+func unknownKeys[T any](asked []string, found []T, key func(T) string) error {
+	var missing []string
+	for _, k := range asked {
+		if !slices.ContainsFunc(found, func(f T) bool { return key(f) == k }) && !slices.Contains(missing, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownLimit, missing)
+}
+
+// UsagePoint is what a key admitted during one step of a usage series: tickets, and the tokens they
+// reserved, in all and by dimension.
+type UsagePoint struct {
+	At                        time.Time // the step's start
+	Requests                  int64
+	Tokens                    int64
+	InputTokens, OutputTokens int64
+}
+
+// Usage returns, for each of keys, what it admitted per step over the window before the database's
+// clock, oldest first, every step present (zero when nothing was admitted), and that clock. The steps
+// are aligned to multiples of step since the Unix epoch; the last one is still filling. The table
+// keeps an hour of history.
+func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Duration) (map[string][]UsagePoint, time.Time, error) {
+	if step < time.Second || window < step || window > 24*time.Hour {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: step %v must be at least 1s and window %v at least the step, at most 24h", step, window)
+	}
+	now, err := q.readNow(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+	}
+	// Steps align on the Unix epoch, as date_bin's do (time.Truncate aligns on year 1).
+	n := int(window / step)
+	epoch := time.Unix(0, 0).UTC()
+	last := epoch.Add(now.Sub(epoch).Truncate(step))
+	first := last.Add(-time.Duration(n-1) * step)
+	rows, err := q.pool.Query(ctx, q.s(`SELECT key, date_bin($4::interval, second, 'epoch'::timestamptz), sum(requests)::bigint, sum(tokens)::bigint,
+			sum(input_tokens)::bigint, sum(output_tokens)::bigint
+		FROM {s}.sluice_usage WHERE key = ANY($1) AND second >= $2 AND second <= $3 GROUP BY 1, 2`),
+		keys, first, now, step)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+	}
+	out := make(map[string][]UsagePoint, len(keys))
+	for _, k := range keys {
+		ps := make([]UsagePoint, n)
+		for i := range ps {
+			ps[i].At = first.Add(time.Duration(i) * step)
+		}
+		out[k] = ps
+	}
+	for rows.Next() {
+		var k string
+		var p UsagePoint
+		if err := rows.Scan(&k, &p.At, &p.Requests, &p.Tokens, &p.InputTokens, &p.OutputTokens); err != nil {
+			rows.Close()
+			return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+		}
+		if d := p.At.Sub(first); d >= 0 && int(d/step) < n {
+			i := int(d / step)
+			o := &out[k][i]
+			o.Requests, o.Tokens, o.InputTokens, o.OutputTokens = o.Requests+p.Requests, o.Tokens+p.Tokens,
+				o.InputTokens+p.InputTokens, o.OutputTokens+p.OutputTokens
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: usage: %w", err)
+	}
+	return out, now, nil
+}
+
+// Tickets returns up to max of the tickets key holds or waits for: those running and admitted on it,
+// then those queued in its line in admission order, and the database's clock. An unknown key returns
+// an error wrapping ErrUnknownLimit.
+func (q *Queue) Tickets(ctx context.Context, key string, max int) ([]Ticket, time.Time, error) {
+	if max < 1 {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets: max must be >= 1, got %d", max)
+	}
+	if _, err := q.Limit(ctx, key); err != nil {
+		return nil, time.Time{}, err
+	}
+	now, err := q.readNow(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
+	}
+	rows, err := q.pool.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM (
+			(SELECT * FROM {s}.sluice_ticket WHERE $1 = ANY(limit_keys) AND state IN ('running', 'admitted')
+				ORDER BY state DESC, admitted_at, id LIMIT $2)
+			UNION ALL
+			(SELECT * FROM {s}.sluice_ticket WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2)
+		) t LIMIT $2`), key, max)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
+	}
+	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ticket, error) { return scanTicket(row) })
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
+	}
+	return ts, now.UTC(), nil
+}
+
+// readNow is the injected clock, or the database's.
+func (q *Queue) readNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) (err error) {
+		now, err = q.now(ctx, tx)
+		return err
+	})
+	return now, err
 }
 
 // OldestWait is how long the line's oldest queued ticket has waited at Now; zero when none waits.
@@ -42,132 +228,4 @@ func (s KeyStatus) OldestWait() time.Duration {
 		return 0
 	}
 	return s.Now.Sub(s.OldestQueued)
-}
-
-// Status returns how keys stand, in key order, or every limit when no key is given. It reads a
-// consistent snapshot and locks nothing. A key that does not exist returns an error wrapping
-// ErrUnknownLimit that names it.
-func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error) {
-	st, err := q.e.Status(ctx, keys...)
-	out := make([]KeyStatus, len(st))
-	for i, s := range st {
-		out[i] = KeyStatus(s)
-	}
-	return out, err
-}
-
-// UsagePoint is what a key admitted during one step of a Usage series: tickets, and the tokens they
-// reserved less what reported usage gave back (see KeyStatus.TokensLastMinute).
-type UsagePoint = engine.UsagePoint
-
-// UsageHistory is how long the tables keep what each key admitted, per second.
-const UsageHistory = engine.UsageHistory
-
-// Usage returns, for each of keys, what it admitted per step over the window before the database's
-// clock, oldest first, with every step present (zero when nothing was admitted), and that clock.
-// Steps are aligned to multiples of step since the Unix epoch; the last one is still filling. step must be at least a
-// second, and the window at least the step and at most 24 hours (the tables keep UsageHistory).
-func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Duration) (map[string][]UsagePoint, time.Time, error) {
-	return q.e.Usage(ctx, keys, window, step)
-}
-
-// Ticket is one activity attempt in a key's line or holding the key, as Tickets reads it.
-type Ticket struct {
-	ID int64
-	// State is "queued", "admitted" (not yet taken by its worker) or "running".
-	State string
-	// LineKey is the limit whose line the ticket waits in; LimitKeys every limit it draws on.
-	LineKey   string
-	LimitKeys []string
-	// Cost is the tokens reserved at admission.
-	Cost                                     int64
-	Priority                                 int
-	FairnessKey                              string
-	Namespace, WorkflowID, RunID, ActivityID string
-	ActivityType                             string
-	Attempt                                  int
-	Owner                                    string
-	EnqueuedAt, AdmittedAt                   time.Time // AdmittedAt is zero while queued
-	// WaitReason is why a queued ticket last waited; empty when it only waited behind others.
-	WaitReason string
-}
-
-// Tickets returns up to max tickets of key: those holding it (running, then admitted), then those
-// queued in its line in the order they will be admitted; and the database's clock. An unknown key
-// returns an error wrapping ErrUnknownLimit.
-func (q *Queue) Tickets(ctx context.Context, key string, max int) ([]Ticket, time.Time, error) {
-	ts, now, err := q.e.Tickets(ctx, key, max)
-	out := make([]Ticket, len(ts))
-	for i, t := range ts {
-		out[i] = Ticket{ID: t.ID, State: string(t.State), LineKey: t.LineKey, LimitKeys: t.LimitKeys, Cost: t.Cost,
-			Priority: t.Priority, FairnessKey: t.FairnessKey, Namespace: t.Namespace, WorkflowID: t.WorkflowID,
-			RunID: t.RunID, ActivityID: t.ActivityID, ActivityType: t.ActivityType, Attempt: t.Attempt,
-			Owner: t.Owner, EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, WaitReason: t.WaitReason}
-	}
-	return out, now, err
-}
-
-// LimitChange names the fields of a limit to change; nil fields keep their value. A rate that
-// changes without its burst given gets its default burst back (a burst sized for the old rate would
-// be wrong for the new one); a rate given unchanged keeps its burst.
-type LimitChange struct {
-	MaxConcurrent     *int
-	RequestsPerSecond *float64
-	Burst             *float64
-	TokensPerMinute   *float64
-	TokenBurst        *float64
-	MaxInflightTokens *int64
-	// The input and output budgets (Anthropic's ITPM and OTPM) and their bursts.
-	InputTokensPerMinute  *float64
-	InputTokenBurst       *float64
-	OutputTokensPerMinute *float64
-	OutputTokenBurst      *float64
-}
-
-// Apply returns l with c's fields set.
-func (c LimitChange) Apply(l throttle.Limit) throttle.Limit {
-	set := func(dst *float64, v *float64) bool {
-		if v == nil || *v == *dst {
-			return false
-		}
-		*dst = *v
-		return true
-	}
-	if c.MaxConcurrent != nil {
-		l.MaxConcurrent = *c.MaxConcurrent
-	}
-	if c.MaxInflightTokens != nil {
-		l.MaxInflightTokens = *c.MaxInflightTokens
-	}
-	for _, r := range []struct {
-		rate, burst       *float64
-		newRate, newBurst *float64
-	}{{&l.RequestsPerSecond, &l.Burst, c.RequestsPerSecond, c.Burst}, {&l.TokensPerMinute, &l.TokenBurst, c.TokensPerMinute, c.TokenBurst},
-		{&l.InputTokensPerMinute, &l.InputTokenBurst, c.InputTokensPerMinute, c.InputTokenBurst},
-		{&l.OutputTokensPerMinute, &l.OutputTokenBurst, c.OutputTokensPerMinute, c.OutputTokenBurst}} {
-		if set(r.rate, r.newRate) {
-			*r.burst = 0
-		}
-		if r.newBurst != nil {
-			*r.burst = *r.newBurst
-		}
-	}
-	return l
-}
-
-// Empty reports whether c changes nothing.
-func (c LimitChange) Empty() bool { return c == LimitChange{} }
-
-// ErrInvalidLimit is wrapped by ChangeLimit's error when the changed limit does not validate; the
-// message names the field and the value.
-var ErrInvalidLimit = engine.ErrInvalidLimit
-
-// ChangeLimit applies c to key's configuration under the limit row's lock, so that two changes at
-// the same moment (two operators, the dashboard and the sluice command) both apply, and returns the
-// limit stored. The result is validated first: an invalid one returns an error wrapping ErrInvalidLimit
-// that names the field and value, and changes nothing. An unknown key is created from the zero Limit when create is set, and is otherwise an
-// error wrapping ErrUnknownLimit. Like UpsertLimits, it applies at the next admission on every
-// replica.
-func (q *Queue) ChangeLimit(ctx context.Context, key string, c LimitChange, create bool) (throttle.Limit, error) {
-	return q.e.ChangeLimit(ctx, key, create, c.Apply)
 }

@@ -5,74 +5,132 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
-func ptr[T any](v T) *T { return &v }
-
-// ChangeLimit changes only the fields given, resets the burst of a rate that changed, refuses what
-// does not validate, and waits for a change under way rather than overwriting it.
-func TestQueue_ChangeLimit(t *testing.T) {
+// Status, Usage and Tickets read what operators ask of a key: its tickets, its line's head, and what it
+// admitted over the last minute, per key and per step.
+func TestQueue_Status(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pool := testdb.Pool(t)
-	schema := testdb.Schema(t, pool)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
-	require.NoError(t, err)
-	require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "k", MaxConcurrent: 2, RequestsPerSecond: 10, Burst: 3, TokensPerMinute: 60_000}))
+	ctx := context.Background()
+	q, b := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 2, RequestsPerSecond: 10, TokensPerMinute: 60_000},
+		throttle.Limit{Key: "tenant", MaxConcurrent: 10})
+	for i, p := range []int{5, 1, 3, 2, 4} {
+		enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k", "tenant"}, Cost: int64(100 * (i + 1)), Priority: p,
+			WorkflowID: "wf", ActivityType: "Summarize", FairnessKey: "acme"})
+	}
+	b.clock.Add(2 * time.Second)
+	res := claim(t, q, pgqueue.ClaimParams{Owner: "owner-1", Max: 10})
+	require.Len(t, res.Admitted, 2)
+	require.Equal(t, []int{1, 2}, []int{res.Admitted[0].Priority, res.Admitted[1].Priority}, "the line's first two")
 
-	l, err := q.ChangeLimit(ctx, "k", pgqueue.LimitChange{MaxConcurrent: ptr(4), RequestsPerSecond: ptr(10.0)}, false)
+	st, err := q.Status(ctx)
 	require.NoError(t, err)
-	require.Equal(t, throttle.Limit{Key: "k", MaxConcurrent: 4, RequestsPerSecond: 10, Burst: 3, TokensPerMinute: 60_000, TokenBurst: 60_000}, l,
-		"a rate given unchanged keeps its burst")
-	l, err = q.ChangeLimit(ctx, "k", pgqueue.LimitChange{RequestsPerSecond: ptr(20.0)}, false)
-	require.NoError(t, err)
-	require.Equal(t, 20.0, l.Burst, "a changed rate gets its default burst")
+	require.Len(t, st, 2)
+	k := st[0]
+	require.Equal(t, "k", k.Configured.Key)
+	require.Equal(t, int64(3), k.Queued)
+	require.Equal(t, int64(2), k.Running, "the claimer's own tickets run at once")
+	require.Zero(t, k.Admitted)
+	require.Equal(t, "concurrency", k.HeadWaitReason)
+	require.Equal(t, t0, k.OldestQueued)
+	require.Equal(t, t0.Add(2*time.Second), k.Now)
+	require.Equal(t, int64(2), k.RequestsLastMinute)
+	require.Equal(t, int64(200+400), k.TokensLastMinute, "the costs of the priorities 1 and 2")
+	require.Equal(t, 2, k.State.InflightCount)
+	require.Equal(t, int64(600), st[1].TokensLastMinute, "a ticket draws on every limit of its route")
+	require.Zero(t, st[1].Queued, "the tenant's cap is not a line")
 
-	_, err = q.ChangeLimit(ctx, "k", pgqueue.LimitChange{TokensPerMinute: ptr(-1.0)}, false)
-	require.ErrorIs(t, err, pgqueue.ErrInvalidLimit)
-	require.ErrorContains(t, err, "TokensPerMinute must be >= 0 (0 means not set), got -1")
-	_, err = q.ChangeLimit(ctx, "nope", pgqueue.LimitChange{MaxConcurrent: ptr(1)}, false)
+	_, err = q.Status(ctx, "k", "nope", "gone")
 	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit)
-	_, err = q.ChangeLimit(ctx, "", pgqueue.LimitChange{MaxConcurrent: ptr(1)}, true)
-	require.ErrorIs(t, err, pgqueue.ErrInvalidLimit)
-	l, err = q.ChangeLimit(ctx, "new", pgqueue.LimitChange{MaxConcurrent: ptr(1)}, true)
-	require.NoError(t, err)
-	require.Equal(t, throttle.Limit{Key: "new", MaxConcurrent: 1}, l)
+	require.ErrorContains(t, err, `["nope" "gone"]`)
 
-	// Another transaction changes the token budget and holds the row: a change of the concurrency
-	// waits for it and keeps its budget, instead of writing back the one it would have read before.
-	other, err := pool.Begin(ctx)
+	series, now, err := q.Usage(ctx, []string{"k"}, 2*time.Minute, 10*time.Second)
 	require.NoError(t, err)
-	defer func() { _ = other.Rollback(context.Background()) }()
-	_, err = other.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "sluice_limit"}.Sanitize()+` SET tokens_per_minute = 1234, token_burst = 0 WHERE key = 'k'`)
+	require.Equal(t, t0.Add(2*time.Second), now)
+	require.Len(t, series["k"], 12)
+	last := series["k"][11]
+	require.Equal(t, t0, last.At, "the last step holds now")
+	require.Equal(t, pgqueue.UsagePoint{At: t0, Requests: 2, Tokens: 600, InputTokens: 600}, last, "a cost given as one figure is input")
+	require.Equal(t, pgqueue.UsagePoint{At: t0.Add(-110 * time.Second)}, series["k"][0])
+	// A step that does not divide a day still aligns on the Unix epoch, as the database bins.
+	series, _, err = q.Usage(ctx, []string{"k"}, 70*time.Second, 7*time.Second)
 	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := q.ChangeLimit(ctx, "k", pgqueue.LimitChange{MaxConcurrent: ptr(7)}, false)
-		done <- err
-	}()
-	for waiting := false; !waiting; {
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%sluice_limit%FOR UPDATE%')`).Scan(&waiting))
-		select {
-		case err := <-done:
-			t.Fatalf("the change did not wait for the row: %v", err)
-		case <-ctx.Done():
-			t.Fatal("the change never waited for the row")
-		case <-time.After(10 * time.Millisecond):
+	require.Len(t, series["k"], 10)
+	at := series["k"][9].At
+	require.Zero(t, at.Unix()%7, "the step starts at a multiple of 7 s since the epoch")
+	require.False(t, at.After(t0.Add(2*time.Second)))
+	var n int64
+	for _, p := range series["k"] {
+		n += p.Requests
+	}
+	require.Equal(t, int64(2), n, "every admission in its step")
+	_, _, err = q.Usage(ctx, []string{"k"}, time.Minute, 0)
+	require.ErrorContains(t, err, "step 0s must be at least 1s")
+
+	ts, now, err := q.Tickets(ctx, "k", 10)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(2*time.Second), now)
+	var order []int
+	for _, tk := range ts {
+		order = append(order, tk.Priority)
+	}
+	require.Equal(t, []int{1, 2, 3, 4, 5}, order, "running first, then the line in admission order")
+	require.Equal(t, pgqueue.TicketStateRunning, ts[0].State)
+	require.Equal(t, "Summarize", ts[4].ActivityType)
+	ts, _, err = q.Tickets(ctx, "k", 3)
+	require.NoError(t, err)
+	require.Len(t, ts, 3)
+	_, _, err = q.Tickets(ctx, "nope", 3)
+	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit)
+
+	// Reported usage below the reservation gives tokens back: the next claim folds them in, and the
+	// history counts what was spent. The priority 1 ticket reserved 200 and used 50.
+	_, err = q.CompleteMany(ctx, []pgqueue.CompleteParams{{TicketID: res.Admitted[0].ID, ActualCost: 50, OutcomeKind: pgqueue.OutcomeCompleted}})
+	require.NoError(t, err)
+	b.clock.Add(time.Second)
+	require.Len(t, claim(t, q, pgqueue.ClaimParams{Owner: "owner-1", Max: 1}).Admitted, 1, "the room the completion made")
+	st, err = q.Status(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st[0].RequestsLastMinute)
+	require.Equal(t, int64(200+400+300-150), st[0].TokensLastMinute, "reserved, less what usage gave back")
+
+	// A 429 requeued gives its tokens back at once (the request stays counted), and the ticket waits
+	// again without the reason it had before its admission.
+	require.NoError(t, q.Requeue(ctx, pgqueue.RequeueParams{TicketID: res.Admitted[1].ID, ActualCost: 0}))
+	st, err = q.Status(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st[0].RequestsLastMinute)
+	require.Equal(t, int64(750-400), st[0].TokensLastMinute, "the priority 2 ticket's 400 given back")
+	require.Equal(t, int64(3), st[0].Queued)
+	ts, _, err = q.Tickets(ctx, "k", 10)
+	require.NoError(t, err)
+	for _, tk := range ts {
+		if tk.ID == res.Admitted[1].ID {
+			require.Empty(t, tk.WaitReason, "requeued: no stale reason")
 		}
 	}
-	require.NoError(t, other.Commit(ctx))
-	require.NoError(t, <-done)
-	l, err = q.Limit(ctx, "k")
+	b.clock.Add(-time.Second)
+
+	// Two minutes on, the admissions are history: the last minute is empty, the series still has them.
+	b.clock.Add(2 * time.Minute)
+	st, err = q.Status(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, 7, l.MaxConcurrent)
-	require.Equal(t, 1234.0, l.TokensPerMinute, "the other change is kept")
+	require.Zero(t, st[0].RequestsLastMinute)
+	series, _, err = q.Usage(ctx, []string{"k"}, 5*time.Minute, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, pgqueue.UsagePoint{At: t0, Requests: 3, Tokens: 350, InputTokens: 350}, series["k"][17])
+
+	// Prune keeps an hour of it.
+	b.clock.Add(pgqueue.UsageHistory)
+	_, err = q.Prune(ctx, pgqueue.PruneParams{})
+	require.NoError(t, err)
+	b.clock.Add(-pgqueue.UsageHistory)
+	series, _, err = q.Usage(ctx, []string{"k"}, 5*time.Minute, 10*time.Second)
+	require.NoError(t, err)
+	require.Zero(t, series["k"][17].Requests, "pruned")
+	requireHealthy(t, q)
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -27,23 +27,23 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // fixture is a schema with live tickets: openai (a line of 5, 2 of them running) and a tenant cap.
 type fixture struct {
-	q   *engine.Queue
+	q   *pgqueue.Queue
 	url string
 }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
-	q := testdb.Engine(t, engine.Options{})
+	q := testdb.Engine(t, pgqueue.Options{})
 	require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 2, RequestsPerSecond: 10, TokensPerMinute: 60_000},
 		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 5}))
 	for i, p := range []int{5, 1, 3, 2, 4} {
-		_, err := q.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: int64(100 * (i + 1)),
+		_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: int64(100 * (i + 1)),
 			Priority: p, Owner: "worker-a", Namespace: "default", WorkflowID: "summarize-" + string(rune('a'+i)),
 			ActivityType: "Summarize", FairnessKey: "acme", Attempt: 1})
 		require.NoError(t, err)
 	}
-	res, err := q.Claim(ctx, engine.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	return fixture{q: q, url: testdb.URL(t)}
@@ -346,7 +346,7 @@ func TestCLI_Edges(t *testing.T) {
 	code, out, errOut := f.run(t, "pause", "--for", "1m", "--", "-x")
 	require.Equal(t, cli.ExitOK, code, errOut)
 	require.Contains(t, out, "-x ")
-	_, err := f.q.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{"-x"}, Owner: "o", WorkflowID: "evil\x1b[2Jid", ActivityType: "A"})
+	_, err := f.q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"-x"}, Owner: "o", WorkflowID: "evil\x1b[2Jid", ActivityType: "A"})
 	require.NoError(t, err)
 	code, out, _ = f.run(t, "tickets", "--", "-x")
 	require.Equal(t, cli.ExitOK, code)

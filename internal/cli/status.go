@@ -157,7 +157,7 @@ type ticketJSON struct {
 }
 
 func ticketRow(t pgqueue.Ticket, now time.Time) ticketJSON {
-	j := ticketJSON{ID: t.ID, State: t.State, LimitKeys: t.LimitKeys, Cost: t.Cost, Priority: t.Priority,
+	j := ticketJSON{ID: t.ID, State: string(t.State), LimitKeys: t.LimitKeys, Cost: t.Cost, Priority: t.Priority,
 		FairnessKey: t.FairnessKey, Namespace: t.Namespace, WorkflowID: t.WorkflowID, RunID: t.RunID,
 		ActivityID: t.ActivityID, ActivityType: t.ActivityType, Attempt: t.Attempt, Owner: t.Owner,
 		EnqueuedAt: t.EnqueuedAt, WaitedSeconds: waited(t, now).Seconds(), WaitReason: t.WaitReason}

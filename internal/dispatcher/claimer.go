@@ -3,7 +3,7 @@ package dispatcher
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // Claimer admits queued tickets of every owner: it runs the throttled dequeue whenever work is
@@ -13,7 +13,7 @@ import (
 type Claimer struct {
 	loops
 	*deps
-	notifier *engine.Notifier
+	notifier *pgqueue.Notifier
 	runner   *Runner
 }
 
@@ -27,7 +27,7 @@ func (c *Claimer) loop(ctx context.Context) {
 	waiter := c.notifier.ClaimWaiter()
 	defer waiter.Close()
 	for {
-		res, err := c.q.Claim(ctx, engine.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
+		res, err := c.q.Claim(ctx, pgqueue.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
 		next, onRelease := c.cfg.PollInterval, res.WaitsOnRelease
 		switch {
 		case ctx.Err() != nil:
@@ -45,7 +45,7 @@ func (c *Claimer) loop(ctx context.Context) {
 		}
 		for _, t := range res.Admitted {
 			c.tm.Admitted(t, res.QueueDepth[t.LineKey], c.cfg.Owner)
-			if t.State == engine.TicketStateRunning {
+			if t.State == pgqueue.TicketStateRunning {
 				c.runner.run(t) // this process's own: the claim took it, no take or notification
 			}
 		}

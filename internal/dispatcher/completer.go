@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // completeRetryFor bounds how long a finished run keeps trying to record its outcome while the
@@ -21,8 +21,8 @@ var errCompleterStopped = errors.New("sluice: completer stopped")
 
 // completion is one finished run waiting for its outcome to be recorded.
 type completion struct {
-	p    engine.CompleteParams
-	done chan error // receives nil, engine.ErrNotFound, or why it was not recorded
+	p    pgqueue.CompleteParams
+	done chan error // receives nil, pgqueue.ErrNotFound, or why it was not recorded
 }
 
 // Completer records finished runs' outcomes in Postgres, releasing their reservations: the first
@@ -53,14 +53,14 @@ func (c *Completer) Stop(ctx context.Context) error { return c.stopBatches(ctx) 
 // While the database is unreachable the completer retries with backoff, for up to completeRetryFor,
 // or until it stops: until the outcome is recorded the ticket holds its reservation, and the outcome
 // exists only in this process.
-func (c *Completer) Record(ctx context.Context, t engine.Ticket, actual, actualOutput int64) bool {
+func (c *Completer) Record(ctx context.Context, t pgqueue.Ticket, actual, actualOutput int64) bool {
 	req := &completion{done: make(chan error, 1),
-		p: engine.CompleteParams{TicketID: t.ID, ActualCost: actual, ActualOutput: actualOutput, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
+		p: pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, ActualOutput: actualOutput, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
 	if !c.send(ctx, req) {
 		return false
 	}
 	switch err := <-req.done; {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, pgqueue.ErrNotFound):
 		// Handed back while it ran (this process lost its lease, or stopped): Temporal already has
 		// a failure.
 		return false
@@ -100,7 +100,7 @@ func (c *Completer) commit(ctx context.Context, batch []*completion) {
 // commitRetrying completes batch in one transaction, retrying with backoff while the database fails
 // in a way that may pass, until deadline or the stop; it answers each completion when it commits.
 func (c *Completer) commitRetrying(ctx context.Context, batch []*completion, deadline time.Time) error {
-	ps := make([]engine.CompleteParams, len(batch))
+	ps := make([]pgqueue.CompleteParams, len(batch))
 	for i, req := range batch {
 		ps[i] = req.p
 	}
@@ -112,7 +112,7 @@ func (c *Completer) commitRetrying(ctx context.Context, batch []*completion, dea
 				if found[i] {
 					req.done <- nil
 				} else {
-					req.done <- engine.ErrNotFound
+					req.done <- pgqueue.ErrNotFound
 				}
 			}
 			return nil

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // deliveryRPCTimeout bounds one report to Temporal.
@@ -35,7 +35,7 @@ func (d *Deliverer) Stop(ctx context.Context) error { return d.stop(ctx) }
 
 func (d *Deliverer) loop(ctx context.Context) {
 	d.takeLoop(ctx, nil, "take deliveries",
-		func(ctx context.Context, n int) ([]engine.Ticket, error) {
+		func(ctx context.Context, n int) ([]pgqueue.Ticket, error) {
 			return d.q.TakeDeliveries(ctx, n, 10*time.Second)
 		},
 		d.DeliverAndAck)
@@ -43,7 +43,7 @@ func (d *Deliverer) loop(ctx context.Context) {
 
 // DeliverAndAck delivers and, once Temporal has it, removes the ticket. A failed delivery stays in
 // Postgres and is retried by every replica's delivery loop.
-func (d *Deliverer) DeliverAndAck(ctx context.Context, t engine.Ticket) {
+func (d *Deliverer) DeliverAndAck(ctx context.Context, t pgqueue.Ticket) {
 	if err := d.deliver(ctx, t); err != nil {
 		d.log.Warn("sluice: deliver outcome; will retry", "ticket_id", t.ID, "error", err)
 		return
@@ -55,16 +55,16 @@ func (d *Deliverer) DeliverAndAck(ctx context.Context, t engine.Ticket) {
 
 // deliver reports a finished ticket's outcome to Temporal. Temporal answering NotFound (the attempt
 // timed out, was cancelled or completed) counts as delivered: there is no one left to tell.
-func (d *Deliverer) deliver(ctx context.Context, t engine.Ticket) error {
+func (d *Deliverer) deliver(ctx context.Context, t pgqueue.Ticket) error {
 	ctx, cancel := context.WithTimeout(ctx, deliveryRPCTimeout)
 	defer cancel()
 	var err error
 	switch t.OutcomeKind {
-	case engine.OutcomeCompleted, engine.OutcomeCanceled:
+	case pgqueue.OutcomeCompleted, pgqueue.OutcomeCanceled:
 		err = d.respondPayloads(ctx, t)
-	case engine.OutcomeFailed, engine.OutcomeHandedBack:
+	case pgqueue.OutcomeFailed, pgqueue.OutcomeHandedBack:
 		err = d.respondFailed(ctx, t)
-	case engine.OutcomePending:
+	case pgqueue.OutcomePending:
 		return nil
 	default:
 		return fmt.Errorf("sluice: ticket %d has unknown outcome kind %q", t.ID, t.OutcomeKind)
@@ -83,7 +83,7 @@ func (d *Deliverer) deliver(ctx context.Context, t engine.Ticket) error {
 	return err
 }
 
-func (d *Deliverer) respondPayloads(ctx context.Context, t engine.Ticket) error {
+func (d *Deliverer) respondPayloads(ctx context.Context, t pgqueue.Ticket) error {
 	payloads := &commonpb.Payloads{}
 	if err := proto.Unmarshal(t.Outcome, payloads); err != nil {
 		return fmt.Errorf("sluice: stored outcome of ticket %d: %w", t.ID, err)
@@ -93,7 +93,7 @@ func (d *Deliverer) respondPayloads(ctx context.Context, t engine.Ticket) error 
 	}
 	svc := d.cfg.Client.WorkflowService()
 	var err error
-	if t.OutcomeKind == engine.OutcomeCompleted {
+	if t.OutcomeKind == pgqueue.OutcomeCompleted {
 		_, err = svc.RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{
 			TaskToken: t.TaskToken, Result: payloads, Identity: d.cfg.Identity, Namespace: t.Namespace})
 	} else {
@@ -103,9 +103,9 @@ func (d *Deliverer) respondPayloads(ctx context.Context, t engine.Ticket) error 
 	return err
 }
 
-func (d *Deliverer) respondFailed(ctx context.Context, t engine.Ticket) error {
+func (d *Deliverer) respondFailed(ctx context.Context, t pgqueue.Ticket) error {
 	f := &failurepb.Failure{}
-	if t.OutcomeKind == engine.OutcomeFailed {
+	if t.OutcomeKind == pgqueue.OutcomeFailed {
 		if err := proto.Unmarshal(t.Outcome, f); err != nil {
 			return fmt.Errorf("sluice: stored outcome of ticket %d: %w", t.ID, err)
 		}

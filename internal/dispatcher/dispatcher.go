@@ -17,15 +17,15 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 // Config is what the dispatcher runs with. The interceptor validates and fills it from its Options;
 // the dispatcher trusts it.
 type Config struct {
-	Queue        *engine.Queue
+	Queue        *pgqueue.Queue
 	Client       client.Client
 	Owner        string   // this process's owner ID, written into its tickets
 	Identity     string   // the worker identity given to Temporal
@@ -34,7 +34,7 @@ type Config struct {
 	LeaseTTL     time.Duration
 	PollInterval time.Duration
 	// Listen is how the notifier hears of work: on a pool connection, a direct one, or not at all.
-	Listen            engine.Listen
+	Listen            pgqueue.Listen
 	HeartbeatInterval time.Duration
 	MinRemaining      time.Duration
 	ClaimBatch        int
@@ -61,7 +61,7 @@ const (
 // deps is what the services share, as River's base service is.
 type deps struct {
 	cfg  Config
-	q    *engine.Queue
+	q    *pgqueue.Queue
 	reg  *Registry
 	tm   telemetry.Telemetry
 	enc  encoder
@@ -87,7 +87,7 @@ func (d *deps) checkSoon() {
 // limits exist; stop it to hand everything it holds back to Temporal.
 type Dispatcher struct {
 	deps        *deps
-	notifier    *engine.Notifier
+	notifier    *pgqueue.Notifier
 	notify      loops
 	claimer     *Claimer
 	runner      *Runner
@@ -200,7 +200,7 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 	defer cancel()
 	logged := false
 	for {
-		ts, err := d.deps.q.HandBack(settle, engine.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
+		ts, err := d.deps.q.HandBack(settle, pgqueue.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
 		if err != nil {
 			d.deps.log.Error("sluice: hand back tickets at stop", "error", err)
 			return
@@ -231,9 +231,9 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 
 // Enqueue holds inv and writes its ticket through the Enqueuer, which writes the tickets of concurrent
 // calls in one statement; a ticket naming a limit that does not exist fails with
-// engine.ErrUnknownLimit. Past MaxHeld invocations it waits for a slot, until ctx is
+// pgqueue.ErrUnknownLimit. Past MaxHeld invocations it waits for a slot, until ctx is
 // done, so that the backlog stays in Temporal's task queue rather than in this process's memory.
-func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p engine.EnqueueParams) error {
+func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p pgqueue.EnqueueParams) error {
 	if err := d.deps.reg.acquire(ctx); err != nil {
 		return err
 	}

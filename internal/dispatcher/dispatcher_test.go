@@ -15,11 +15,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -39,7 +39,7 @@ var ignoreShared = []goleak.Option{
 func testConfig(t *testing.T, limits ...throttle.Limit) Config {
 	t.Helper()
 	c := temporaltest.Require(t, server).Client(t)
-	q := testdb.Engine(t, engine.Options{})
+	q := testdb.Engine(t, pgqueue.Options{})
 	if len(limits) > 0 {
 		require.NoError(t, q.UpsertLimits(context.Background(), limits...))
 	}
@@ -86,7 +86,7 @@ func enqueue(t *testing.T, d *Dispatcher, key string, run RunFunc) *Invocation {
 	t.Helper()
 	inv := NewInvocation(InvocationParams{Key: InvocationKey("default", key, "run", "1", 1), Run: run, Context: context.Background(),
 		TaskToken: []byte("not-a-task-token"), Namespace: "default", Line: "k"}, time.Now())
-	require.NoError(t, d.Enqueue(context.Background(), inv, engine.EnqueueParams{
+	require.NoError(t, d.Enqueue(context.Background(), inv, pgqueue.EnqueueParams{
 		LimitKeys: []string{"k"}, Priority: 3, Namespace: "default", WorkflowID: key, RunID: "run",
 		ActivityID: "1", ActivityType: "Test", Attempt: 1, TaskToken: []byte("not-a-task-token")}))
 	return inv

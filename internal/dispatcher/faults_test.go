@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/faultproxy"
 	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -32,7 +32,7 @@ type faultBundle struct {
 	d      *Dispatcher
 	cfg    Config
 	proxy  *faultproxy.Proxy
-	direct *engine.Queue
+	direct *pgqueue.Queue
 	runs   atomic.Int64 // runs of the activities enqueued with bundle.enqueue
 }
 
@@ -45,9 +45,9 @@ func faultSetup(t *testing.T, limit throttle.Limit) *faultBundle {
 	schema := testdb.Schema(t, pool)
 	proxy, through := faultproxy.ForTest(t, testdb.PoolConfig(t))
 	var err error
-	cfg.Queue, err = engine.New(testdb.PoolWith(t, through), engine.Options{Schema: schema})
+	cfg.Queue, err = pgqueue.New(testdb.PoolWith(t, through), pgqueue.Options{Schema: schema})
 	require.NoError(t, err)
-	direct, err := engine.New(pool, engine.Options{Schema: schema})
+	direct, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, direct.UpsertLimits(context.Background(), limit))
 	cfg.Owner = "owner-" + t.Name()
@@ -68,7 +68,7 @@ func (b *faultBundle) enqueue(t *testing.T, name string, cost int64, run RunFunc
 			b.runs.Add(1)
 			return run(ctx)
 		}, TaskToken: []byte("not-a-task-token"), Namespace: "default", Line: faultKey}, time.Now())
-	err := b.d.Enqueue(context.Background(), inv, engine.EnqueueParams{
+	err := b.d.Enqueue(context.Background(), inv, pgqueue.EnqueueParams{
 		LimitKeys: []string{faultKey}, Cost: cost, Namespace: "default", WorkflowID: name, RunID: "run",
 		ActivityID: "1", ActivityType: "Test", Attempt: 1, TaskToken: []byte("not-a-task-token")})
 	return inv, err
@@ -168,7 +168,7 @@ func TestFaults_TakeCommitAnswerLost(t *testing.T) {
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
 		return r.Commits() && r.TxContains("SET state = 'running'")
 	})
-	res, err := b.direct.Claim(ctx, engine.ClaimParams{Owner: "another-replica"})
+	res, err := b.direct.Claim(ctx, pgqueue.ClaimParams{Owner: "another-replica"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	fired(t, ctx, f)
@@ -232,11 +232,11 @@ func TestFaults_RequeueCommitAnswerLost(t *testing.T) {
 	b.requireSettled(t, ctx, 1, 2)
 	require.EqualValues(t, 1, b.runs.Load())
 	tk := b.onlyTicket(t, ctx)
-	require.Equal(t, engine.OutcomeHandedBack, tk.OutcomeKind)
+	require.Equal(t, pgqueue.OutcomeHandedBack, tk.OutcomeKind)
 }
 
 // onlyTicket returns the schema's one ticket, by its workflow ID "a".
-func (b *faultBundle) onlyTicket(t *testing.T, ctx context.Context) engine.Ticket {
+func (b *faultBundle) onlyTicket(t *testing.T, ctx context.Context) pgqueue.Ticket {
 	t.Helper()
 	var id int64
 	require.NoError(t, b.direct.Pool().QueryRow(ctx, `SELECT id FROM `+
@@ -251,11 +251,11 @@ func TestFaults_HandBackCommitAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5, TokensPerMinute: 60_000})
 	// A dead owner's admitted ticket: no lease. This process's sweep hands it back.
-	tk, err := b.direct.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "dead", Cost: 100,
+	tk, err := b.direct.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "dead", Cost: 100,
 		Namespace: "default", WorkflowID: "a", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1,
 		TaskToken: []byte("not-a-task-token")})
 	require.NoError(t, err)
-	res, err := b.direct.Claim(ctx, engine.ClaimParams{})
+	res, err := b.direct.Claim(ctx, pgqueue.ClaimParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
@@ -265,9 +265,9 @@ func TestFaults_HandBackCommitAnswerLost(t *testing.T) {
 	fired(t, ctx, f)
 	b.requireSettled(t, ctx, 1)
 	got, err := b.direct.Ticket(ctx, tk.ID)
-	if !errors.Is(err, engine.ErrNotFound) {
+	if !errors.Is(err, pgqueue.ErrNotFound) {
 		require.NoError(t, err)
-		require.Equal(t, engine.OutcomeHandedBack, got.OutcomeKind, "handed back once")
+		require.Equal(t, pgqueue.OutcomeHandedBack, got.OutcomeKind, "handed back once")
 	}
 }
 
@@ -276,19 +276,19 @@ func TestFaults_DeliveryTakeAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	// A finished ticket of a dead process, for the delivery loop: its take's answer is lost.
-	tk, err := b.direct.Enqueue(ctx, engine.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "gone", Namespace: "default",
+	tk, err := b.direct.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "gone", Namespace: "default",
 		WorkflowID: "a", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1, TaskToken: []byte("not-a-task-token")})
 	require.NoError(t, err)
-	_, err = b.direct.Claim(ctx, engine.ClaimParams{Owner: "gone"})
+	_, err = b.direct.Claim(ctx, pgqueue.ClaimParams{Owner: "gone"})
 	require.NoError(t, err)
-	require.NoError(t, b.direct.Complete(ctx, engine.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: engine.OutcomeCompleted}))
+	require.NoError(t, b.direct.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool { return r.Contains("deliveries = deliveries + 1") })
 	b.start(t, ctx)
 	fired(t, ctx, f)
 	// Pushed back by the take that was lost, the delivery is taken again once that is due.
 	waitFor(t, ctx, "the outcome to be delivered", func() bool {
 		_, err := b.direct.Ticket(ctx, tk.ID)
-		return errors.Is(err, engine.ErrNotFound)
+		return errors.Is(err, pgqueue.ErrNotFound)
 	})
 	b.requireSettled(t, ctx, 1)
 }
@@ -315,7 +315,7 @@ func TestFaults_LeaseRenewalAnswerLost(t *testing.T) {
 	b.requireSettled(t, ctx, 1)
 	require.EqualValues(t, 1, b.runs.Load())
 	tk := b.onlyTicketOrGone(t, ctx)
-	require.NotEqual(t, engine.OutcomeHandedBack, tk.OutcomeKind, "the live process's ticket was never handed back")
+	require.NotEqual(t, pgqueue.OutcomeHandedBack, tk.OutcomeKind, "the live process's ticket was never handed back")
 }
 
 // renewals returns the owner's lease expiry.
@@ -328,13 +328,13 @@ func (b *faultBundle) renewals(t *testing.T, ctx context.Context) time.Time {
 }
 
 // onlyTicketOrGone returns the ticket of workflow "a", or a zero ticket once it is delivered.
-func (b *faultBundle) onlyTicketOrGone(t *testing.T, ctx context.Context) engine.Ticket {
+func (b *faultBundle) onlyTicketOrGone(t *testing.T, ctx context.Context) pgqueue.Ticket {
 	t.Helper()
 	var id int64
 	err := b.direct.Pool().QueryRow(ctx, `SELECT id FROM `+
 		pgx.Identifier{b.direct.Schema(), "sluice_ticket"}.Sanitize()+` WHERE workflow_id = 'a'`).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Ticket{}
+		return pgqueue.Ticket{}
 	}
 	require.NoError(t, err)
 	tk, err := b.direct.Ticket(ctx, id)

@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // heartbeatParallelism bounds the heartbeat RPCs in flight from one process.
@@ -115,7 +115,7 @@ func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	}
 	err := h.q.Cancel(h.life, id)
 	switch {
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, pgqueue.ErrNotFound):
 		// Either admitted and taken meanwhile (the run is starting: cancel it), or the ticket is gone
 		// (handed back by a survivor while this process had lost its lease): if Temporal no longer
 		// knows the activity either, nothing will ever run it here, so let it go.
@@ -137,7 +137,7 @@ func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	}
 	kind, outcome := h.enc.outcome(h.life, nil, cause)
 	if cause == errCancelRequested {
-		kind, outcome = engine.OutcomeCanceled, nil
+		kind, outcome = pgqueue.OutcomeCanceled, nil
 	}
 	if err := h.deliverer.deliver(h.life, inv.outcomeTicket(id, kind, outcome)); err != nil {
 		h.log.Warn("sluice: report cancelled activity", "ticket_id", id, "error", err)

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/admission"
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -78,7 +78,7 @@ func InvocationKey(ns, wf, run, act string, attempt int32) string {
 	return fmt.Sprintf("%s|%s|%s|%s|%d", ns, wf, run, act, attempt)
 }
 
-func ticketKey(t engine.Ticket) string {
+func ticketKey(t pgqueue.Ticket) string {
 	return InvocationKey(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))
 }
 
@@ -122,8 +122,8 @@ func (inv *Invocation) execute(ctx context.Context) (result any, err error) {
 
 // outcomeTicket is the ticket that reports kind and outcome for the invocation's ticket id, as much
 // of it as a delivery needs.
-func (inv *Invocation) outcomeTicket(id int64, kind string, outcome []byte) engine.Ticket {
-	return engine.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}
+func (inv *Invocation) outcomeTicket(id int64, kind string, outcome []byte) pgqueue.Ticket {
+	return pgqueue.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}
 }
 
 func (inv *Invocation) taskToken() []byte { return inv.token }
@@ -139,7 +139,7 @@ func (inv *Invocation) setTicket(id int64) {
 // An admission is told from the next by the ticket's Requeues, which each requeue adds one to. The
 // claimer, the take loop and the self-check may each hand the runner the same admission (the
 // self-check acts on what the others' lost answers left behind); it is run once.
-func (inv *Invocation) tryBegin(t engine.Ticket, cancel context.CancelCauseFunc, now time.Time) bool {
+func (inv *Invocation) tryBegin(t pgqueue.Ticket, cancel context.CancelCauseFunc, now time.Time) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if inv.ranLocked(t) {
@@ -183,14 +183,14 @@ func (inv *Invocation) requeued(now time.Time) {
 
 // ranAdmission reports whether a run of t's admission has begun, or a run is under way: the
 // self-check leaves such a ticket to the run (or the requeue) that holds it.
-func (inv *Invocation) ranAdmission(t engine.Ticket) bool {
+func (inv *Invocation) ranAdmission(t pgqueue.Ticket) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	return inv.ranLocked(t)
 }
 
 // ranLocked is ranAdmission with inv.mu held.
-func (inv *Invocation) ranLocked(t engine.Ticket) bool {
+func (inv *Invocation) ranLocked(t pgqueue.Ticket) bool {
 	return inv.running || (inv.begun && t.Requeues <= inv.gen)
 }
 

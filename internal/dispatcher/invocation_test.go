@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -51,7 +51,7 @@ func TestInvocation_HeartbeatDue(t *testing.T) {
 			t.Parallel()
 			inv := newTestInvocation(tt.hbTimeout, time.Time{})
 			if tt.running {
-				inv.tryBegin(engine.Ticket{ID: 1}, func(error) {}, t0.Add(tt.startedAt))
+				inv.tryBegin(pgqueue.Ticket{ID: 1}, func(error) {}, t0.Add(tt.startedAt))
 			}
 			if tt.finished {
 				inv.finish()
@@ -81,7 +81,7 @@ func TestInvocation_Expired(t *testing.T) {
 	inv := newTestInvocation(0, t0)
 	require.False(t, inv.expired(t0.Add(time.Second)), "a second of grace past the deadline")
 	require.True(t, inv.expired(t0.Add(time.Second+time.Nanosecond)))
-	inv.tryBegin(engine.Ticket{ID: 1}, func(error) {}, t0)
+	inv.tryBegin(pgqueue.Ticket{ID: 1}, func(error) {}, t0)
 	require.False(t, inv.expired(t0.Add(time.Hour)), "a running invocation is never swept: its run ends it")
 	require.False(t, newTestInvocation(0, time.Time{}).expired(t0.Add(time.Hour)), "no deadline, never expired")
 }
@@ -90,7 +90,7 @@ func TestInvocation_FinishAndRequeue(t *testing.T) {
 	t.Parallel()
 	inv := newTestInvocation(0, time.Time{})
 	var cause error
-	inv.tryBegin(engine.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
+	inv.tryBegin(pgqueue.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
 	require.Equal(t, int64(7), inv.admissionFacts().TicketID)
 	inv.reportUsage(throttle.Tokens(42))
 	inv.rateLimited(t0.Add(time.Second))
@@ -130,6 +130,6 @@ func TestRegistry(t *testing.T) {
 
 	b := NewInvocation(InvocationParams{Key: InvocationKey("ns", "wf", "run", "act", 2), Context: ctx}, t0)
 	r.hold(b)
-	r.dropTicket(engine.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2})
+	r.dropTicket(pgqueue.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2})
 	require.Empty(t, r.snapshot())
 }

@@ -12,16 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 // completions returns a completion request for each ticket, in order.
-func completions(ts ...engine.Ticket) []*completion {
+func completions(ts ...pgqueue.Ticket) []*completion {
 	out := make([]*completion, len(ts))
 	for i, tk := range ts {
 		out[i] = &completion{done: make(chan error, 1),
-			p: engine.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: engine.OutcomeCompleted}}
+			p: pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}}
 	}
 	return out
 }
@@ -86,7 +86,7 @@ func TestRunner_RequeueRaceKeepsTheNewRun(t *testing.T) {
 	d := New(cfg)
 	second, cause := make(chan struct{}), make(chan error, 1)
 	var runs atomic.Int64
-	d.runner.testHookRequeued = func(engine.Ticket) {
+	d.runner.testHookRequeued = func(pgqueue.Ticket) {
 		select {
 		case <-second:
 		case <-ctx.Done():
@@ -141,7 +141,7 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	require.NoError(t, d.runner.Stop(ctx)) // the take loop; runs still start
 	ran := make(chan struct{})
 	enqueue(t, d, "left", func(context.Context) (any, error) { close(ran); return "done", nil })
-	res, err := cfg.Queue.Claim(ctx, engine.ClaimParams{Owner: "another-replica"})
+	res, err := cfg.Queue.Claim(ctx, pgqueue.ClaimParams{Owner: "another-replica"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
 	select {
@@ -152,6 +152,6 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	require.EqualValues(t, 1, reconciled.Load())
 	waitFor(t, ctx, "the ticket to finish", func() bool {
 		tk, err := cfg.Queue.Ticket(ctx, res.Admitted[0].ID)
-		return err != nil || tk.State == engine.TicketStateFinished
+		return err != nil || tk.State == pgqueue.TicketStateFinished
 	})
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // pruneEvery is how often the maintainer prunes finished rows.
@@ -56,7 +56,7 @@ func (m *Maintainer) sweep(ctx context.Context) {
 	lastPrune := time.Now()
 	every(ctx, min(time.Second, m.cfg.LeaseTTL/3), func() {
 		// Any survivor hands back a dead owner's tickets; the delivery loops report them.
-		back, err := m.q.HandBack(ctx, engine.HandBackParams{})
+		back, err := m.q.HandBack(ctx, pgqueue.HandBackParams{})
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("sluice: hand back tickets of dead owners", "error", err)
 		}
@@ -72,7 +72,7 @@ func (m *Maintainer) sweep(ctx context.Context) {
 		m.forgetExpired(time.Now())
 		if time.Since(lastPrune) > pruneEvery {
 			lastPrune = time.Now()
-			if _, err := m.q.Prune(ctx, engine.PruneParams{}); err != nil && ctx.Err() == nil {
+			if _, err := m.q.Prune(ctx, pgqueue.PruneParams{}); err != nil && ctx.Err() == nil {
 				m.log.Warn("sluice: prune", "error", err)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // Registry is the invocations this process holds, queued or running, bounded by a number of slots.
@@ -51,7 +51,7 @@ func (r *Registry) drop(inv *Invocation) {
 }
 
 // dropTicket forgets the invocation of ticket t, if this process holds it.
-func (r *Registry) dropTicket(t engine.Ticket) {
+func (r *Registry) dropTicket(t pgqueue.Ticket) {
 	if inv := r.lookup(ticketKey(t)); inv != nil {
 		r.drop(inv)
 	}

@@ -11,8 +11,8 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	"github.com/sluicehq/sluice/internal/admission"
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -25,11 +25,11 @@ type Runner struct {
 	completer   *Completer
 	deliverer   *Deliverer
 	heartbeater *Heartbeater
-	notifier    *engine.Notifier
+	notifier    *pgqueue.Notifier
 
 	// testHookRequeued, when set, is called once a requeue's statement has returned: tests use it to
 	// have the ticket admitted again at that point.
-	testHookRequeued func(engine.Ticket)
+	testHookRequeued func(pgqueue.Ticket)
 
 	mu   sync.Mutex
 	runs int
@@ -43,17 +43,17 @@ func (r *Runner) Start(ctx context.Context) error { return r.start(ctx, r.loop) 
 func (r *Runner) Stop(ctx context.Context) error { return r.stop(ctx) }
 
 func (r *Runner) loop(ctx context.Context) {
-	admitted, unsubscribe := r.notifier.Subscribe(engine.TopicAdmitted(r.cfg.Owner))
+	admitted, unsubscribe := r.notifier.Subscribe(pgqueue.TopicAdmitted(r.cfg.Owner))
 	defer unsubscribe()
 	r.takeLoop(ctx, admitted, "take admitted tickets",
-		func(ctx context.Context, n int) ([]engine.Ticket, error) {
+		func(ctx context.Context, n int) ([]pgqueue.Ticket, error) {
 			ts, err := r.q.TakeAdmitted(ctx, r.cfg.Owner, n)
 			if err != nil {
 				r.checkSoon() // a take whose answer was lost left its tickets running: the self-check runs them
 			}
 			return ts, err
 		},
-		func(_ context.Context, t engine.Ticket) { r.run(t) })
+		func(_ context.Context, t pgqueue.Ticket) { r.run(t) })
 }
 
 // Drain waits for the runs under way to end. If they have not within timeout, it cancels them (their
@@ -103,13 +103,13 @@ func (r *Runner) track(delta int) {
 }
 
 // run runs an admitted ticket's invocation in its own goroutine.
-func (r *Runner) run(t engine.Ticket) {
+func (r *Runner) run(t pgqueue.Ticket) {
 	inv := r.reg.lookup(ticketKey(t))
 	if inv == nil {
 		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
 		// the ticket back so that its reservation is released and Temporal retries it.
-		err := r.q.Complete(r.life, engine.CompleteParams{TicketID: t.ID, ActualCost: throttle.AbandonedCost(false), OutcomeKind: engine.OutcomeHandedBack})
-		if err != nil && !errors.Is(err, engine.ErrNotFound) {
+		err := r.q.Complete(r.life, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: throttle.AbandonedCost(false), OutcomeKind: pgqueue.OutcomeHandedBack})
+		if err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
 			r.log.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
 		}
 		return
@@ -130,7 +130,7 @@ func (r *Runner) run(t engine.Ticket) {
 
 // finish runs the activity and hands what it returned on: a refused call is requeued, anything else
 // is completed.
-func (r *Runner) finish(ctx context.Context, inv *Invocation, t engine.Ticket, span trace.Span) {
+func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, span trace.Span) {
 	result, err := inv.execute(ctx)
 	rep := inv.finish()
 	var throttled *sluiceactivity.ThrottledError
@@ -142,7 +142,7 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t engine.Ticket, s
 	}
 	t.OutcomeKind, t.Outcome = r.enc.outcome(ctx, result, err)
 	r.tm.EndRun(span, t, rep.actual, t.OutcomeKind, err)
-	if t.OutcomeKind == engine.OutcomeFailed && inv.hasPendingDetails() {
+	if t.OutcomeKind == pgqueue.OutcomeFailed && inv.hasPendingDetails() {
 		// Details recorded just before a failure are what the retry resumes from: send them
 		// before the failure, as the SDK does.
 		r.heartbeater.Send(r.life, inv)
@@ -164,14 +164,14 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t engine.Ticket, s
 // requeue puts a run the provider refused (a 429 reported through sluiceactivity.RateLimited) back
 // in line at its place, pausing its line's limit until the provider's reset on every replica. The
 // invocation stays held: when admitted again it runs again, in the same Temporal attempt.
-func (r *Runner) requeue(inv *Invocation, t engine.Ticket, rep runReport) {
+func (r *Runner) requeue(inv *Invocation, t pgqueue.Ticket, rep runReport) {
 	actual, output := throttle.RefusedCost(rep.actual, rep.observed), rep.output
 	if actual != rep.actual {
 		output = 0 // not the reported usage: none (0) or the reservation as spent (-1)
 	}
 	// Queued in memory first: once the requeue commits, a claim may admit the ticket again at once.
 	inv.requeued(time.Now())
-	err := r.q.Requeue(r.life, engine.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
+	err := r.q.Requeue(r.life, pgqueue.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
 		ActualCost: actual, ActualOutput: output, PauseKeys: []string{inv.Line()}, PauseUntil: rep.limited})
 	if r.testHookRequeued != nil {
 		r.testHookRequeued(t)

@@ -5,8 +5,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // msgReconciled is the warning the self-check logs for each ticket it reconciles.
@@ -99,14 +99,14 @@ func (m *Maintainer) selfCheck(ctx context.Context) bool {
 }
 
 // mismatch is what the self-check would do about t, as Postgres has it, given the registry.
-func (m *Maintainer) mismatch(t engine.Ticket) reconcileAction {
+func (m *Maintainer) mismatch(t pgqueue.Ticket) reconcileAction {
 	inv := m.reg.lookup(ticketKey(t))
 	switch {
 	case inv == nil:
 		return actionHandBack
-	case t.State == engine.TicketStateAdmitted:
+	case t.State == pgqueue.TicketStateAdmitted:
 		return actionTake
-	case t.State == engine.TicketStateRunning && !inv.ranAdmission(t):
+	case t.State == pgqueue.TicketStateRunning && !inv.ranAdmission(t):
 		return actionRun
 	}
 	return actionNone
@@ -121,7 +121,7 @@ func (m *Maintainer) handBack(ctx context.Context, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
-	back, err := m.q.HandBack(ctx, engine.HandBackParams{Owner: m.cfg.Owner, TicketIDs: ids, Max: len(ids)})
+	back, err := m.q.HandBack(ctx, pgqueue.HandBackParams{Owner: m.cfg.Owner, TicketIDs: ids, Max: len(ids)})
 	if err != nil {
 		m.log.Warn("sluice: self-check: hand back tickets", "tickets", ids, "error", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // TracerName names Sluice's tracer: the module path.
@@ -97,7 +97,7 @@ func (tm Telemetry) ForKey(key string) client.MetricsHandler {
 	return tm.metrics.WithTags(map[string]string{"sluice_key": key})
 }
 
-func ticketAttrs(t engine.Ticket) []attribute.KeyValue {
+func ticketAttrs(t pgqueue.Ticket) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		AttrTicketID.Int64(t.ID), AttrLimitKeys.String(strings.Join(t.LimitKeys, ",")),
 		AttrReservedCost.Int64(t.Cost), AttrPriority.Int(t.Priority), AttrFairnessKey.String(t.FairnessKey),
@@ -108,7 +108,7 @@ func ticketAttrs(t engine.Ticket) []attribute.KeyValue {
 // Admitted records, on the replica whose claim admitted it, a ticket's wait: a span from the instant
 // it was written to the instant it was admitted, a child of the activity's span, and the admission
 // metrics.
-func (tm Telemetry) Admitted(t engine.Ticket, queueDepth int64, by string) {
+func (tm Telemetry) Admitted(t pgqueue.Ticket, queueDepth int64, by string) {
 	reason := t.WaitReason
 	if reason == "" {
 		reason = "queue" // waited only behind other tickets, or not at all
@@ -125,7 +125,7 @@ func (tm Telemetry) Admitted(t engine.Ticket, queueDepth int64, by string) {
 }
 
 // StartRun starts the run span as a child of the activity's span.
-func (tm Telemetry) StartRun(ctx context.Context, t engine.Ticket) (context.Context, trace.Span) {
+func (tm Telemetry) StartRun(ctx context.Context, t pgqueue.Ticket) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
 	if !parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.SpanContextFromContext(tm.extract(t.TraceContext)))
@@ -135,13 +135,13 @@ func (tm Telemetry) StartRun(ctx context.Context, t engine.Ticket) (context.Cont
 
 // EndRun ends the run span and records the run's metrics. actual is the reported real cost, -1 when
 // none was reported.
-func (tm Telemetry) EndRun(span trace.Span, t engine.Ticket, actual int64, outcome string, err error) {
+func (tm Telemetry) EndRun(span trace.Span, t pgqueue.Ticket, actual int64, outcome string, err error) {
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if actual >= 0 {
 		span.SetAttributes(AttrActualCost.Int64(actual))
 		tm.ForKey(t.LineKey).Counter(MetricTokensUsed).Inc(actual)
 	}
-	if err != nil && outcome != engine.OutcomeCompleted {
+	if err != nil && outcome != pgqueue.OutcomeCompleted {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
@@ -149,7 +149,7 @@ func (tm Telemetry) EndRun(span trace.Span, t engine.Ticket, actual int64, outco
 }
 
 // Gauges publishes the in-flight figures of every limit, as the database has them.
-func (tm Telemetry) Gauges(ctx context.Context, q *engine.Queue, keys []string) {
+func (tm Telemetry) Gauges(ctx context.Context, q *pgqueue.Queue, keys []string) {
 	for _, k := range keys {
 		st, err := q.LimitStatus(ctx, k)
 		if err != nil {

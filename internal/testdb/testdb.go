@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/pgqueue"
 )
@@ -93,11 +92,11 @@ func Schema(t testing.TB, pool *pgxpool.Pool) string {
 }
 
 // Engine returns the dispatcher's engine over a fresh migrated schema on a new pool.
-func Engine(t testing.TB, opts engine.Options) *engine.Queue {
+func Engine(t testing.TB, opts pgqueue.Options) *pgqueue.Queue {
 	t.Helper()
 	pool := Pool(t)
 	opts.Schema = Schema(t, pool)
-	q, err := engine.New(pool, opts)
+	q, err := pgqueue.New(pool, opts)
 	require.NoError(t, err)
 	return q
 }

@@ -1,0 +1,98 @@
+package pgqueue_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// BenchmarkQueue_Claim measures one claim of a batch of 10 from a line of 1k and of 100k queued tickets
+// (with fair-share tags over 100 tenants), on the same limit. The claim is an index scan of the line's
+// head, so the two should cost the same. Between iterations (untimed) the batch is put back.
+func BenchmarkQueue_Claim(b *testing.B) {
+	ctx := context.Background()
+	for _, queued := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
+			pool := testdb.Pool(b)
+			schema := testdb.Schema(b, pool)
+			q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+			require.NoError(b, err)
+			require.NoError(b, q.UpsertLimits(ctx,
+				throttle.Limit{Key: "openai", MaxConcurrent: 1_000_000, RequestsPerSecond: 1e9, TokensPerMinute: 1e12},
+				throttle.Limit{Key: "other", MaxConcurrent: 10}))
+			// Bulk load through SQL: the shape Enqueue writes, a hundred times faster to set up.
+			_, err = pool.Exec(ctx, `INSERT INTO `+schema+`.sluice_ticket
+				(state, line_key, limit_keys, cost, priority, fairness_key, vstart, seq, owner)
+				SELECT 'queued', 'openai', ARRAY['openai'], 100 + g % 900, g % 3, 'tenant-' || (g % 100), (g / 100)::float8, g, 'w'
+				FROM generate_series(1, $1) g`, queued)
+			require.NoError(b, err)
+			_, err = pool.Exec(ctx, `ANALYZE `+schema+`.sluice_ticket`)
+			require.NoError(b, err)
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := q.Claim(ctx, pgqueue.ClaimParams{Max: 10})
+				if err != nil || len(res.Admitted) != 10 {
+					b.Fatalf("claim: %v, %d admitted", err, len(res.Admitted))
+				}
+				b.StopTimer()
+				_, err = pool.Exec(ctx, `WITH r AS (UPDATE `+schema+`.sluice_ticket SET state = 'queued', admitted_at = NULL
+					WHERE state = 'admitted' RETURNING 1)
+					UPDATE `+schema+`.sluice_limit SET inflight_count = 0, inflight_tokens = 0`)
+				require.NoError(b, err)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkQueue_ClaimComplete measures claim + complete per ticket, through one claimer taking
+// batches of 100 from one key with a limit that does not bind: each ticket completed in its own
+// transaction (Complete, as before batching) beside each claimed batch completed in one
+// (CompleteMany, as the dispatcher's completer does). It reports tickets per second.
+func BenchmarkQueue_ClaimComplete(b *testing.B) {
+	ctx := context.Background()
+	for _, mode := range []string{"per-ticket", "batched"} {
+		b.Run(mode, func(b *testing.B) {
+			pool := testdb.Pool(b)
+			schema := testdb.Schema(b, pool)
+			q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+			require.NoError(b, err)
+			require.NoError(b, q.UpsertLimits(ctx, throttle.Limit{Key: "k", MaxConcurrent: 1_000_000, TokensPerMinute: 1e12}))
+			const batch = 100
+			tickets := 0
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				_, err := pool.Exec(ctx, `INSERT INTO `+schema+`.sluice_ticket
+					(state, line_key, limit_keys, cost, priority, fairness_key, vstart, seq, owner)
+					SELECT 'queued', 'k', ARRAY['k'], 100, 3, '', 0, g, 'w' FROM generate_series(1, $1) g`, batch)
+				require.NoError(b, err)
+				b.StartTimer()
+				res, err := q.Claim(ctx, pgqueue.ClaimParams{Max: batch})
+				if err != nil || len(res.Admitted) != batch {
+					b.Fatalf("claim: %v, %d admitted", err, len(res.Admitted))
+				}
+				ps := make([]pgqueue.CompleteParams, batch)
+				for i, t := range res.Admitted {
+					ps[i] = pgqueue.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: pgqueue.OutcomeCompleted}
+				}
+				if mode == "batched" {
+					_, err = q.CompleteMany(ctx, ps)
+					require.NoError(b, err)
+				} else {
+					for _, p := range ps {
+						require.NoError(b, q.Complete(ctx, p))
+					}
+				}
+				tickets += batch
+			}
+			b.ReportMetric(float64(tickets)/b.Elapsed().Seconds(), "tickets/s")
+		})
+	}
+}

@@ -1,0 +1,189 @@
+package pgqueue
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// claimStoreSQL writes a claim's decisions in one statement: $1 to $13 the limit rows' state (see
+// limitStateArgs); $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
+// tickets; $17 and $18 the admitted tickets and their instants, running when their owner is the
+// claimer, $19; $20 and $21 the notification channel and payload prefix, $22 the owners to notify.
+// $24 to $29 what the admissions drew per key and second (see usage.args), added to sluice_usage.
+// It returns, for each line $23, the tickets queued in it, counted to at most 1,000 (the statement's
+// snapshot, taken before its own updates, still counts the admitted tickets as queued). The count
+// reads the line index in its order: without the ORDER BY it may be planned as a scan of the table.
+//
+// The CTEs touch disjoint tickets (store checks that no ticket is in two lists), each of them still
+// queued: the claim holds their locks. Each says the state it expects and returns what it changed,
+// and the unchecked branch fails the statement, and so the claim's transaction, naming every ticket
+// that did not change as decided (sluice_fail): a claim never returns a ticket it did not admit. That
+// branch is part of the result (an Append runs every branch), so it is evaluated whatever the lines.
+var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
+), waits AS (
+	UPDATE {s}.sluice_ticket t SET wait_reason = w.reason
+	FROM unnest($14::bigint[], $15::text[]) AS w(id, reason) WHERE t.id = w.id AND t.state = 'queued'
+	RETURNING t.id
+), expired AS (
+	DELETE FROM {s}.sluice_ticket WHERE id = ANY($16) AND state = 'queued' RETURNING id
+), admitted AS (
+	UPDATE {s}.sluice_ticket t
+	SET state = CASE WHEN $19 <> '' AND t.owner = $19 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
+	FROM unnest($17::bigint[], $18::timestamptz[]) AS u(id, at) WHERE t.id = u.id AND t.state = 'queued'
+	RETURNING t.id
+), unchanged AS (
+	SELECT array_agg(id ORDER BY id) AS ids FROM (
+		SELECT unnest($14::bigint[] || $16::bigint[] || $17::bigint[]) AS id
+		EXCEPT ALL (SELECT id FROM waits UNION ALL SELECT id FROM expired UNION ALL SELECT id FROM admitted)) m
+), woken AS (
+	SELECT count(pg_notify($20, $21 || o)) AS n FROM unnest($22::text[]) AS o
+), used AS (
+	` + usageUpsert(24) + `
+)
+SELECT d.line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
+	WHERE t.line_key = d.line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000 + d.admitted) q)
+FROM unnest($23::text[], $30::int[]) AS d(line, admitted), woken
+UNION ALL
+SELECT NULL, {s}.sluice_fail('sluice: claim: tickets ' || ids::text || ' were not queued when the claim stored its decisions')
+FROM unchanged WHERE ids IS NOT NULL`
+
+// store writes the claim's decisions (wait reasons, expired and admitted tickets, limit rows), has the
+// admitted tickets' owners notified, and reads the depth of the lines that admitted, in one statement
+// sent with the COMMIT.
+func (c *claimRun) store(ctx context.Context) error {
+	// The limit rows change when tickets were admitted, or when pending releases were folded into
+	// them (deleted from the ledger, so they must be saved).
+	if len(c.admittedIDs) == 0 && !c.folded && len(c.waitIDs) == 0 && len(c.expiredIDs) == 0 {
+		return c.tx.commitWith(ctx, nil, "")
+	}
+	if err := c.checkDisjoint(); err != nil {
+		return err
+	}
+	args := limitStateArgs(c.locked)
+	c.usage.refunds(c.locked, c.now)
+	owners := slices.Sorted(maps.Keys(c.owners))
+	args = append(args, c.waitIDs, c.waitReasons, c.expiredIDs, c.admittedIDs, c.admittedAt, c.p.Owner,
+		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines)
+	// The count reads the tickets this statement admits as still queued (a statement sees the table
+	// as it began), so it reads past them, to 1,000 more.
+	args = append(append(args, c.usage.args()...), c.depthAdmitted)
+	admitted := make(map[string]int, len(c.depthLines))
+	for i, line := range c.depthLines {
+		admitted[line] = c.depthAdmitted[i]
+	}
+	return c.tx.commitWith(ctx, func(rows pgx.Rows) error {
+		var line *string
+		var depth int64
+		if err := rows.Scan(&line, &depth); err != nil || line == nil {
+			return err
+		}
+		c.res.QueueDepth[*line] = depth - int64(admitted[*line])
+		return nil
+	}, c.q.s(claimStoreSQL), args...)
+}
+
+// checkDisjoint fails when a ticket is in two of the claim's lists (admitted, expired, wait reason
+// changed): a bug, which the store would apply once, silently, whichever way.
+func (c *claimRun) checkDisjoint() error {
+	seen := make(map[int64]string, len(c.admittedIDs)+len(c.expiredIDs)+len(c.waitIDs))
+	for _, l := range []struct {
+		what string
+		ids  []int64
+	}{{"admitted", c.admittedIDs}, {"expired", c.expiredIDs}, {"left waiting", c.waitIDs}} {
+		for _, id := range l.ids {
+			if prev, dup := seen[id]; dup {
+				return fmt.Errorf("ticket %d is both %s and %s by this claim (lines %q)", id, prev, l.what, c.lines)
+			}
+			seen[id] = l.what
+		}
+	}
+	return nil
+}
+
+// usage sums what a claim's admissions drew, per key and second, for sluice_usage. A claim holds the
+// row of every key it admits on until its commit, so no other claim writes the same usage rows
+// meanwhile.
+type usage map[usageAt]*usageSums
+
+// usageSums are one key's usage in one second: requests, and tokens in all, of input and of output.
+type usageSums struct{ requests, tokens, input, output int64 }
+
+type usageAt struct {
+	key    string
+	second int64 // Unix seconds
+}
+
+// add records one admission at at, drawing cost on each of keys.
+func (u usage) add(keys []string, at time.Time, cost throttle.Cost) {
+	for _, k := range keys {
+		r := u.row(k, at)
+		r.requests++
+		r.tokens += cost.Total()
+		r.input += cost.Input
+		r.output += cost.Output
+	}
+}
+
+// row is key's sums for the second of at.
+func (u usage) row(key string, at time.Time) *usageSums {
+	a := usageAt{key, at.Unix()}
+	if u[a] == nil {
+		u[a] = &usageSums{}
+	}
+	return u[a]
+}
+
+// usageUpsert adds the usage given as the statement's parameters $n to $n+5 (see usage.args) to
+// sluice_usage. Its writer must hold the limit rows of the keys it writes for.
+func usageUpsert(n int) string {
+	return fmt.Sprintf(`INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens, input_tokens, output_tokens)
+	SELECT * FROM unnest($%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::bigint[], $%d::bigint[], $%d::bigint[])
+	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens,
+		input_tokens = u.input_tokens + excluded.input_tokens, output_tokens = u.output_tokens + excluded.output_tokens`,
+		n, n+1, n+2, n+3, n+4, n+5)
+}
+
+// refund records tokens reported usage gave back to key, in all and of output, at the instant the
+// claim folded them in: the history counts what was spent, not only what was reserved.
+func (u usage) refund(key string, at time.Time, tokens, output int64) {
+	r := u.row(key, at)
+	r.tokens -= tokens
+	r.input -= tokens - output
+	r.output -= output
+}
+
+// refunds records, at the instant at, the refunds that the releases folded into rows gave back.
+func (u usage) refunds(rows map[string]*limitRow, at time.Time) {
+	for k, r := range rows {
+		if r.refunded != 0 || r.refundedOutput != 0 {
+			u.refund(k, at, int64(math.Round(r.refunded)), int64(math.Round(r.refundedOutput)))
+		}
+	}
+}
+
+// args are claimStoreSQL's $24 to $29: keys, seconds, requests, tokens, input and output tokens, in
+// a stable order.
+func (u usage) args() []any {
+	ats := slices.SortedFunc(maps.Keys(u), func(a, b usageAt) int {
+		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.second, b.second))
+	})
+	n := len(ats)
+	keys, seconds := make([]string, n), make([]time.Time, n)
+	requests, tokens, input, output := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, at := range ats {
+		keys[i], seconds[i] = at.key, time.Unix(at.second, 0).UTC()
+		r := u[at]
+		requests[i], tokens[i], input[i], output[i] = r.requests, r.tokens, r.input, r.output
+	}
+	return []any{keys, seconds, requests, tokens, input, output}
+}

@@ -1,0 +1,144 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// MaxCompleteBatch bounds the runs one CompleteMany completes.
+const MaxCompleteBatch = 10_000
+
+// CompleteParams describes a finished run.
+type CompleteParams struct {
+	// TicketID is the ticket, admitted or running. Required.
+	TicketID int64
+	// ActualCost is the usage the activity reported, reconciled against the reservation. Negative
+	// means not reported: the reservation stands as spent.
+	ActualCost int64
+	// ActualOutput is the part of ActualCost of output tokens (the rest is input), clamped to
+	// [0, ActualCost]. Zero for usage reported as one figure.
+	ActualOutput int64
+	// OutcomeKind and Outcome are stored for delivery to Temporal (an encoded result or failure).
+	OutcomeKind string
+	Outcome     []byte
+}
+
+// Complete releases a ticket's limits and records its outcome for delivery, in one transaction: the
+// outcome is durable before anyone reports it, so it survives the process that ran the work. It
+// returns ErrNotFound when the ticket is not admitted or running (it was handed back, or completed).
+func (q *Queue) Complete(ctx context.Context, p CompleteParams) error {
+	found, err := q.CompleteMany(ctx, []CompleteParams{p})
+	switch {
+	case err != nil:
+		return fmt.Errorf("sluice: complete ticket %d: %w", p.TicketID, errors.Unwrap(err))
+	case !found[0]:
+		return ErrNotFound
+	}
+	return nil
+}
+
+// CompleteMany completes several finished runs in one statement and one transaction, as Complete
+// does one: the tickets are locked in ID order and their outcomes written, and what they release is
+// appended, summed per limit, to the release ledger, which the next claim holding each limit row folds
+// into it. A completion thus never locks a limit row: finishing work does not make claimers on the
+// same key skip it or wait. One notification (TopicReleased) wakes the claimers that wait for room. It reports, in the order of ps,
+// whether each ticket was completed: false when it is not admitted or running (handed back, or
+// completed already). On error nothing is completed.
+func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, error) {
+	if len(ps) > MaxCompleteBatch {
+		return nil, fmt.Errorf("sluice: complete: at most %d runs at once, got %d", MaxCompleteBatch, len(ps))
+	}
+	index := make(map[int64]int, len(ps))
+	ids, actual, output := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
+	kinds, outcomes := make([]string, len(ps)), make([][]byte, len(ps))
+	for i, p := range ps {
+		if _, dup := index[p.TicketID]; dup {
+			return nil, fmt.Errorf("sluice: complete: ticket %d is given twice", p.TicketID)
+		}
+		index[p.TicketID] = i
+		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
+		output[i] = min(max(p.ActualOutput, 0), max(p.ActualCost, 0))
+	}
+	found := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return found, nil
+	}
+	// An explicit transaction, though the work is one statement: a statement cancelled after the
+	// server ran it on its own would have committed while its caller heard an error, and a
+	// completion answered as failed must not be recorded.
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		clear(found)
+		rows, err := tx.Query(ctx, q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
+			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			found[index[id]] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: complete %d runs: %w", len(ps), err)
+	}
+	return found, nil
+}
+
+// completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
+// none) and $8 its part of output tokens (in [0, $2]), $3 and $4 the outcomes, $5 the instant (NULL:
+// the database clock), $6 and $7 the notification.
+// The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
+// does, so that two of them cannot deadlock.
+//
+// The tickets are found by ID (a queued one, put back in line, is neither locked nor waited for) and
+// their state is tested on the locked row (the latest version, read after any wait for its lock), so
+// that the only plan is a probe of the primary key per run: "state <> 'queued'" is no index's
+// condition. "state IN ('admitted', 'running')" in the join let the planner, with statistics taken
+// while every ticket was queued, scan an index for the states and read the input once per ticket it
+// found: quadratic.
+const completeSQL = `WITH clock AS MATERIALIZED (
+	SELECT coalesce($5::timestamptz, clock_timestamp()) AS now -- once: the batch's one instant
+), locked AS MATERIALIZED (
+	SELECT t.id, t.state, u.actual, u.actual_output, u.kind, u.outcome
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[], $8::bigint[]) AS u(id, actual, kind, outcome, actual_output)
+	JOIN {s}.sluice_ticket t ON t.id = u.id AND t.state <> 'queued'
+	ORDER BY t.id FOR UPDATE OF t
+), done AS (
+	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = n.now, deliver_after = n.now,
+		actual_cost = CASE WHEN l.actual >= 0 THEN l.actual END,
+		actual_output = CASE WHEN l.actual >= 0 THEN l.actual_output END, outcome_kind = l.kind, outcome = l.outcome
+	FROM locked l, clock n
+	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
+	RETURNING t.id, t.cost, t.output_cost, t.limit_keys, l.actual, l.actual_output
+), released AS (
+	INSERT INTO {s}.sluice_release (key, count, reserved, refund, refund_output)
+	SELECT k, count(*), sum(d.cost), coalesce(sum(d.cost - d.actual) FILTER (WHERE d.actual >= 0), 0),
+		coalesce(sum(d.output_cost - d.actual_output) FILTER (WHERE d.actual >= 0), 0)
+	FROM done d, unnest(d.limit_keys) AS k GROUP BY k ORDER BY k
+	RETURNING key
+), woken AS (
+	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
+)
+SELECT id FROM done, woken`
+
+// spent is what a run reported it used: total tokens (negative: not reported), of which output.
+type spent struct{ total, output int64 }
+
+// released is what t gives back to each of its limits, given what it spent.
+func (s spent) released(t Ticket) throttle.Released {
+	if s.total < 0 {
+		return throttle.ReleasedCost(t.Reserved(), throttle.Cost{}, false)
+	}
+	out := min(max(s.output, 0), s.total)
+	return throttle.ReleasedCost(t.Reserved(), throttle.Cost{Input: s.total - out, Output: out}, true)
+}

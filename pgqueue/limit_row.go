@@ -1,0 +1,163 @@
+package pgqueue
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// limitColumns are read by every statement that decides admissions.
+const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_per_minute, token_burst, max_inflight_tokens,
+	input_tokens_per_minute, input_token_burst, output_tokens_per_minute, output_token_burst,
+	request_level, request_at, token_level, token_at, input_token_level, input_token_at, output_token_level, output_token_at,
+	inflight_count, inflight_tokens, paused_until, vtime,
+	coalesce(learned_requests_per_second, 0), coalesce(learned_burst, 0), coalesce(learned_tokens_per_minute, 0),
+	coalesce(learned_token_burst, 0), coalesce(learned_input_tokens_per_minute, 0), coalesce(learned_input_token_burst, 0),
+	coalesce(learned_output_tokens_per_minute, 0), coalesce(learned_output_token_burst, 0)`
+
+// Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
+// subtracts them from the row's in-flight figures.
+const (
+	pendingCount  = `(SELECT coalesce(sum(r.count), 0)::int FROM {s}.sluice_release r WHERE r.key = l.key)`
+	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
+)
+
+// limitReadColumns are limitColumns for a reader of the row aliased l that does not lock it: the
+// in-flight figures net of the pending releases.
+var limitReadColumns = strings.Replace(limitColumns, "inflight_count, inflight_tokens",
+	"l.inflight_count - "+pendingCount+", l.inflight_tokens - "+pendingTokens, 1)
+
+// insertLimitSQL inserts a limit's configuration, given by limitConfigArgs; the caller adds its ON
+// CONFLICT clause (limitConfigUpdate to replace the configuration).
+const insertLimitSQL = `INSERT INTO {s}.sluice_limit (key, max_concurrent, requests_per_second, burst, tokens_per_minute,
+	token_burst, max_inflight_tokens, input_tokens_per_minute, input_token_burst, output_tokens_per_minute, output_token_burst)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+
+// limitConfigUpdate replaces a conflicting row's configuration with insertLimitSQL's.
+const limitConfigUpdate = `max_concurrent = excluded.max_concurrent,
+	requests_per_second = excluded.requests_per_second, burst = excluded.burst,
+	tokens_per_minute = excluded.tokens_per_minute, token_burst = excluded.token_burst,
+	max_inflight_tokens = excluded.max_inflight_tokens,
+	input_tokens_per_minute = excluded.input_tokens_per_minute, input_token_burst = excluded.input_token_burst,
+	output_tokens_per_minute = excluded.output_tokens_per_minute, output_token_burst = excluded.output_token_burst`
+
+// limitConfigArgs are insertLimitSQL's arguments for l.
+func limitConfigArgs(l throttle.Limit) []any {
+	return []any{l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens,
+		l.InputTokensPerMinute, l.InputTokenBurst, l.OutputTokensPerMinute, l.OutputTokenBurst}
+}
+
+// limitRow is a sluice_limit row: configuration and state.
+type limitRow struct {
+	// configured is the limit as the user set it: the ceiling. limit is what admission applies: the
+	// configured limit lowered to what the provider's headers reported, if that is lower.
+	configured throttle.Limit
+	limit      throttle.Limit
+	learned    throttle.Limit // the learned rates; zero fields learned nothing
+	state      throttle.State
+	vtime      float64
+	dirty      bool
+	// refunded are the tokens the releases folded in by this transaction gave back: reservations
+	// that reported usage did not spend (negative: usage above them), in all and of output tokens.
+	// Claims record them in the usage history.
+	refunded, refundedOutput float64
+}
+
+// scanLimit scans limitColumns, then into more, the columns that follow them.
+func scanLimit(row pgx.Row, more ...any) (*limitRow, error) {
+	var (
+		r                                 limitRow
+		reqAt, tokAt, inAt, outAt, paused *time.Time
+	)
+	l, s, learned := &r.limit, &r.state, &r.learned
+	err := row.Scan(append([]any{&l.Key, &l.MaxConcurrent, &l.RequestsPerSecond, &l.Burst,
+		&l.TokensPerMinute, &l.TokenBurst, &l.MaxInflightTokens,
+		&l.InputTokensPerMinute, &l.InputTokenBurst, &l.OutputTokensPerMinute, &l.OutputTokenBurst,
+		&s.Requests.Level, &reqAt, &s.Tokens.Level, &tokAt, &s.InputTokens.Level, &inAt, &s.OutputTokens.Level, &outAt,
+		&s.InflightCount, &s.InflightTokens, &paused, &r.vtime,
+		&learned.RequestsPerSecond, &learned.Burst, &learned.TokensPerMinute, &learned.TokenBurst,
+		&learned.InputTokensPerMinute, &learned.InputTokenBurst, &learned.OutputTokensPerMinute, &learned.OutputTokenBurst,
+	}, more...)...)
+	if err != nil {
+		return nil, err
+	}
+	r.configured = r.limit.WithDefaults()
+	r.limit = throttle.EffectiveLimit(r.configured, r.learned)
+	for _, t := range []struct {
+		src *time.Time
+		dst *time.Time
+	}{{reqAt, &s.Requests.At}, {tokAt, &s.Tokens.At}, {inAt, &s.InputTokens.At}, {outAt, &s.OutputTokens.At}, {paused, &s.PausedUntil}} {
+		if t.src != nil {
+			*t.dst = t.src.UTC()
+		}
+	}
+	return &r, nil
+}
+
+// saveLimits writes back the state of every dirty row, in one statement.
+func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limitRow) error {
+	args := limitStateArgs(rows)
+	if len(args[0].([]string)) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, q.s(saveLimitsSQL), args...)
+	return err
+}
+
+// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $13.
+const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
+	request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
+	input_token_level = u.input_token_level, input_token_at = u.input_token_at,
+	output_token_level = u.output_token_level, output_token_at = u.output_token_at,
+	inflight_count = u.inflight_count, inflight_tokens = u.inflight_tokens, paused_until = u.paused_until,
+	vtime = u.vtime, updated_at = now()
+	FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[],
+		$8::timestamptz[], $9::float8[], $10::float8[], $11::timestamptz[], $12::float8[], $13::timestamptz[])
+		AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime,
+			input_token_level, input_token_at, output_token_level, output_token_at)
+	WHERE l.key = u.key`
+
+// limitStateParams is how many parameters saveLimitsSQL takes: a statement that embeds it numbers its
+// own from limitStateParams+1.
+const limitStateParams = 13
+
+// limitStateArgs are the arguments of saveLimitsSQL: the state of every dirty row, in key order.
+func limitStateArgs(rows map[string]*limitRow) []any {
+	var (
+		keys        = []string{}
+		levels      [4][]float64 // requests, tokens, input, output
+		ats         [4][]*time.Time
+		vt          []float64
+		paused      []*time.Time
+		inflightN   []int32
+		inflightTok []int64
+	)
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		r := rows[k]
+		if !r.dirty {
+			continue
+		}
+		keys = append(keys, r.limit.Key)
+		for i, b := range []throttle.Bucket{r.state.Requests, r.state.Tokens, r.state.InputTokens, r.state.OutputTokens} {
+			levels[i], ats[i] = append(levels[i], b.Level), append(ats[i], opt(b.At))
+		}
+		inflightN = append(inflightN, int32(r.state.InflightCount))
+		inflightTok = append(inflightTok, r.state.InflightTokens)
+		paused = append(paused, opt(r.state.PausedUntil))
+		vt = append(vt, r.vtime)
+	}
+	return []any{keys, levels[0], ats[0], levels[1], ats[1], inflightN, inflightTok, paused, vt,
+		levels[2], ats[2], levels[3], ats[3]}
+}

@@ -1,0 +1,63 @@
+package pgqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// UsageHistory is how long sluice_usage keeps what each key admitted.
+const UsageHistory = time.Hour
+
+// PruneParams bounds Prune.
+type PruneParams struct {
+	// ReturnedAge is how long a returned ticket keeps its place for a retry. Defaults to 1 hour.
+	ReturnedAge time.Duration
+	// OwnerAge is how long after its lease lapsed an owner row with no tickets is kept. Defaults to
+	// 1 hour.
+	OwnerAge time.Duration
+}
+
+// Prune deletes returned tickets and lapsed owners older than the bounds, fairness rows of idle keys,
+// and usage history older than an hour. It is maintenance: any process may run it, any number of times.
+func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
+	if p.ReturnedAge <= 0 {
+		p.ReturnedAge = time.Hour
+	}
+	if p.OwnerAge <= 0 {
+		p.OwnerAge = time.Hour
+	}
+	var n int64
+	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		now, err := q.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, stmt := range []struct {
+			sql  string
+			args []any
+		}{
+			{`DELETE FROM {s}.sluice_ticket WHERE state = 'returned' AND finished_at < $1`, []any{now.Add(-p.ReturnedAge)}},
+			{`DELETE FROM {s}.sluice_owner o WHERE lease_expires_at < $1
+				AND NOT EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.owner = o.id AND t.state IN ('queued', 'admitted', 'running'))`,
+				[]any{now.Add(-p.OwnerAge)}},
+			// A fairness key whose finish tag is behind its line's virtual time has no credit left: its
+			// row would give a new ticket the line's virtual time anyway.
+			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
+			{`DELETE FROM {s}.sluice_usage WHERE second < $1`, []any{now.Add(-UsageHistory)}},
+		} {
+			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
+			if err != nil {
+				return err
+			}
+			n += tag.RowsAffected()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sluice: prune: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,140 @@
+package pgqueue
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TicketState is where a ticket is in its life.
+type TicketState string
+
+// The states of a ticket.
+const (
+	// TicketStateQueued waits in its line for admission.
+	TicketStateQueued TicketState = "queued"
+	// TicketStateAdmitted holds its reservation on every limit and waits for its owner to start it.
+	TicketStateAdmitted TicketState = "admitted"
+	// TicketStateRunning is being run by its owner; it still holds its reservation.
+	TicketStateRunning TicketState = "running"
+	// TicketStateFinished has released its limits; its outcome waits to be delivered to Temporal.
+	TicketStateFinished TicketState = "finished"
+	// TicketStateReturned was handed back to Temporal for a retry and is kept so that the retry takes
+	// its place in line.
+	TicketStateReturned TicketState = "returned"
+)
+
+// Outcome kinds recorded by Complete and HandBack. The outcome bytes are Temporal protos, encoded
+// with the worker's data and failure converters (codec included) before they are stored, and
+// delivered as they are: nothing is encoded twice, and nothing is stored unencoded.
+const (
+	OutcomeCompleted = "completed" // commonpb.Payloads of the result
+	OutcomeFailed    = "failed"    // failurepb.Failure
+	OutcomeCanceled  = "canceled"  // commonpb.Payloads of the details, possibly empty
+	OutcomePending   = "pending"   // the activity completes itself asynchronously: nothing to deliver
+	// OutcomeHandedBack marks a ticket whose owner died or stopped before running it to the end: it is
+	// reported to Temporal as a retryable failure.
+	OutcomeHandedBack = "handed_back"
+)
+
+// Ticket is one activity invocation's claim on its limits.
+type Ticket struct {
+	ID    int64
+	State TicketState
+	// LineKey is the limit whose line the ticket waits in: the first of LimitKeys.
+	LineKey   string
+	LimitKeys []string
+	// Cost is the reservation in tokens, in all; ActualCost the usage reported at completion, in all,
+	// -1 when none was. OutputCost and ActualOutput are their parts of output tokens; the rest is input.
+	Cost         int64
+	ActualCost   int64
+	OutputCost   int64
+	ActualOutput int64
+	Priority     int
+	FairnessKey  string
+	VStart       float64
+	Seq          int64
+	Owner        string
+	Namespace    string
+	WorkflowID   string
+	RunID        string
+	ActivityID   string
+	ActivityType string
+	Attempt      int
+	TaskToken    []byte
+	Deadline     time.Time // zero when none
+	NotBefore    time.Time // zero when none
+	EnqueuedAt   time.Time
+	AdmittedAt   time.Time
+	FinishedAt   time.Time
+	OutcomeKind  string
+	Outcome      []byte
+	Deliveries   int
+	TraceContext string
+	Requeues     int
+	// WaitReason is why the ticket last waited when a claim looked at it ("concurrency", "rate",
+	// "tokens", "inflight_tokens", "paused"); empty when it only waited behind others in its line.
+	WaitReason string
+}
+
+const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_cost, -1), priority, fairness_key, vstart, seq,
+	owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
+	nullif(not_before, '-infinity'), enqueued_at, admitted_at, finished_at, coalesce(outcome_kind, ''), outcome,
+	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, ''), output_cost, coalesce(actual_output, 0)`
+
+// Reserved is the ticket's reservation by dimension.
+func (t Ticket) Reserved() throttle.Cost {
+	return throttle.Cost{Input: t.Cost - t.OutputCost, Output: t.OutputCost}
+}
+
+func scanTicket(row pgx.Row) (Ticket, error) {
+	var (
+		t                                       Ticket
+		state                                   string
+		deadline, notBefore, admitted, finished *time.Time
+	)
+	err := row.Scan(&t.ID, &state, &t.LineKey, &t.LimitKeys, &t.Cost, &t.ActualCost, &t.Priority, &t.FairnessKey,
+		&t.VStart, &t.Seq, &t.Owner, &t.Namespace, &t.WorkflowID, &t.RunID, &t.ActivityID, &t.ActivityType,
+		&t.Attempt, &t.TaskToken, &deadline, &notBefore, &t.EnqueuedAt, &admitted, &finished, &t.OutcomeKind,
+		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason, &t.OutputCost, &t.ActualOutput)
+	t.State = TicketState(state)
+	t.EnqueuedAt = t.EnqueuedAt.UTC()
+	for _, p := range []struct {
+		src *time.Time
+		dst *time.Time
+	}{{deadline, &t.Deadline}, {notBefore, &t.NotBefore}, {admitted, &t.AdmittedAt}, {finished, &t.FinishedAt}} {
+		if p.src != nil {
+			*p.dst = p.src.UTC()
+		}
+	}
+	return t, err
+}
+
+func collectTickets(rows pgx.Rows, err error) ([]Ticket, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Ticket
+	for rows.Next() {
+		t, err := scanTicket(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Ticket returns ticket id in whatever state it is.
+func (q *Queue) Ticket(ctx context.Context, id int64) (Ticket, error) {
+	t, err := scanTicket(q.pool.QueryRow(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket WHERE id = $1`), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Ticket{}, ErrNotFound
+	}
+	return t, err
+}
