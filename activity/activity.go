@@ -49,6 +49,11 @@ type ThrottledError struct {
 	RetryAfter time.Time
 }
 
+// Is reports whether target is the marker by which the plugin recognises a refused call, however
+// the activity wrapped the error it returns.
+func (e *ThrottledError) Is(target error) bool { return target == admission.ErrRefused }
+
+// Error says which limit the provider refused and until when.
 func (e *ThrottledError) Error() string {
 	return fmt.Sprintf("sluice: the provider is rate limiting %q until %s", e.Key, e.RetryAfter.Format(time.RFC3339Nano))
 }

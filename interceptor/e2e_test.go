@@ -352,8 +352,8 @@ func TestPlugin_CancelReachesQueuedAndRunning(t *testing.T) {
 	require.NoError(t, err)
 	// Two running, four queued.
 	require.Eventually(t, func() bool {
-		s, err := e.q.Stats(ctx)
-		return err == nil && len(s) == 1 && s[0].Admitted == 2 && s[0].Queued == 4
+		s, err := e.q.Status(ctx)
+		return err == nil && len(s) == 1 && s[0].Admitted+s[0].Running == 2 && s[0].Queued == 4
 	}, 30*time.Second, 50*time.Millisecond)
 	start := time.Now()
 	require.NoError(t, e.c.CancelWorkflow(ctx, run.GetID(), run.GetRunID()))
@@ -361,9 +361,9 @@ func TestPlugin_CancelReachesQueuedAndRunning(t *testing.T) {
 	elapsed := time.Since(start)
 	var canceled *temporal.CanceledError
 	require.ErrorAs(t, err, &canceled, "the workflow ends cancelled once all six activities report cancellation")
-	s, err := e.q.Stats(ctx)
+	s, err := e.q.Status(ctx)
 	require.NoError(t, err)
-	require.Zero(t, s[0].Queued+s[0].Admitted, "no ticket is left behind")
+	require.Zero(t, s[0].Queued+s[0].Admitted+s[0].Running, "no ticket is left behind")
 	requireHealthy(t, e.q)
 	t.Logf("cancellation of 2 running and 4 queued activities took %s (HeartbeatInterval 500ms)", elapsed)
 }

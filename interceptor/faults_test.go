@@ -349,10 +349,10 @@ func faultsCheckQueue(t *testing.T, ctx context.Context, q *pgqueue.Queue, pool 
 	}
 	require.NoError(t, rows.Err())
 	require.Zero(t, unfinished(states), "no ticket is left queued, admitted or running: %v", states)
-	stats, err := q.Stats(ctx)
+	stats, err := q.Status(ctx)
 	require.NoError(t, err)
 	for _, s := range stats {
-		require.Zero(t, s.InflightCount, "limit %q has nothing in flight at the end", s.Key)
+		require.Zero(t, s.State.InflightCount, "limit %q has nothing in flight at the end", s.Configured.Key)
 	}
 	return states
 }
@@ -1090,7 +1090,7 @@ func TestFaults_BadInput(t *testing.T) {
 		t.Logf("timed out after %s", time.Since(start).Round(time.Millisecond))
 		// Once the activity returns (4s after it started), its ticket is released.
 		require.Eventually(t, func() bool {
-			st, err := q.Stats(ctx)
+			st, err := q.Status(ctx)
 			if err != nil || len(st) != 1 {
 				return false
 			}
@@ -1102,7 +1102,7 @@ func TestFaults_BadInput(t *testing.T) {
 			for _, states := range m {
 				left += unfinished(states) + states["finished"]
 			}
-			return st[0].InflightCount == 0 && left == 0
+			return st[0].State.InflightCount == 0 && left == 0
 		}, 3*time.Minute, 20*time.Millisecond, "the ticket is released after the activity returns")
 		t.Logf("released %s after the workflow started", time.Since(start).Round(time.Millisecond))
 		requireHealthy(t, q)

@@ -45,7 +45,7 @@ func BenchmarkPlugin_HeldMemory(b *testing.B) {
 			require.NoError(b, err)
 		}
 		for {
-			st, err := admin.Stats(ctx)
+			st, err := admin.Status(ctx)
 			require.NoError(b, err)
 			if len(st) == 1 && st[0].Queued >= held {
 				break

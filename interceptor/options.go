@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/dispatcher"
-	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -192,9 +191,6 @@ func (o Options) validate() error {
 	if o.Client == nil {
 		return errors.New("sluice: Options.Client must not be nil")
 	}
-	if err := pgqueue.ValidateSchema(o.Schema); err != nil {
-		return fmt.Errorf("sluice: Options.Schema: %w", err)
-	}
 	if len(o.Routes) == 0 {
 		return errors.New("sluice: Options.Routes must route at least one activity type")
 	}
@@ -255,22 +251,16 @@ func (o Options) validate() error {
 
 // dispatcherConfig is the dispatcher's share of the options, which withDefaults and validate have
 // made complete and valid.
-func (o Options) dispatcherConfig(q *pgqueue.Queue, owner string) dispatcher.Config {
-	var keys []string
-	seen := map[string]bool{}
-	for _, r := range o.Routes {
-		for _, k := range r.Limits {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
+func (o Options) dispatcherConfig(owner string) dispatcher.Config {
+	routes := make(map[string][]string, len(o.Routes))
+	for name, r := range o.Routes {
+		routes[name] = r.Limits
 	}
 	return dispatcher.Config{
-		Queue: q, Client: o.Client, Owner: owner, Identity: o.Identity, Keys: keys, MaxHeld: o.MaxHeld,
-		LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, Listen: o.listen(), HeartbeatInterval: o.HeartbeatInterval,
-		MinRemaining: o.MinRemaining, ClaimBatch: o.ClaimBatch, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter,
-		FailureConverter: o.FailureConverter, Logger: o.Logger,
-		Telemetry: telemetry.New(o.TracerProvider, o.MetricsHandler),
+		Pool: o.Pool, Schema: o.Schema, Limits: o.Limits, Routes: routes, TransactionPooler: o.TransactionPooler,
+		ListenURL: o.ListenURL, Client: o.Client, Owner: owner, Identity: o.Identity, MaxHeld: o.MaxHeld,
+		ClaimBatch: o.ClaimBatch, LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
+		MinRemaining: o.MinRemaining, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter,
+		FailureConverter: o.FailureConverter, Logger: o.Logger, TracerProvider: o.TracerProvider, MetricsHandler: o.MetricsHandler,
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"sync"
 
 	"go.temporal.io/sdk/worker"
@@ -27,7 +25,6 @@ type Plugin struct {
 	opts  Options
 	owner string
 	d     *dispatcher.Dispatcher
-	admin *pgqueue.Queue
 
 	mu      sync.Mutex
 	running int
@@ -42,18 +39,14 @@ func NewPlugin(opts Options) (*Plugin, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	q, err := pgqueue.New(opts.Pool, pgqueue.Options{Schema: opts.Schema})
-	if err != nil {
-		return nil, err
-	}
-	admin, err := pgqueue.New(opts.Pool, pgqueue.Options{Schema: opts.Schema})
-	if err != nil {
-		return nil, err
-	}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
-	p := &Plugin{opts: opts, owner: opts.Identity + "/" + hex.EncodeToString(suffix), admin: admin}
-	p.d = dispatcher.New(opts.dispatcherConfig(q, p.owner))
+	p := &Plugin{opts: opts, owner: opts.Identity + "/" + hex.EncodeToString(suffix)}
+	d, err := dispatcher.New(opts.dispatcherConfig(p.owner))
+	if err != nil {
+		return nil, err
+	}
+	p.d = d
 	return p, nil
 }
 
@@ -65,7 +58,7 @@ func (p *Plugin) Owner() string { return p.owner }
 
 // Queue returns the administration of the plugin's schema: limits (read, change at runtime, pause,
 // resume), stats and verify.
-func (p *Plugin) Queue() *pgqueue.Queue { return p.admin }
+func (p *Plugin) Queue() *pgqueue.Queue { return p.d.Queue() }
 
 // ConfigureWorker adds the activity interceptor.
 func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWorkerOptions) error {
@@ -74,11 +67,11 @@ func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWo
 	return nil
 }
 
-// StartWorker migrates the schema, upserts the limits and starts the dispatcher, then the worker.
+// StartWorker starts the dispatcher (which migrates the schema and upserts the limits), then the worker.
 func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOptions, next func(context.Context, worker.PluginStartWorkerOptions) error) error {
 	p.mu.Lock()
 	if p.running == 0 {
-		if err := p.start(ctx); err != nil {
+		if err := p.d.Start(ctx); err != nil {
 			p.mu.Unlock()
 			return err
 		}
@@ -90,31 +83,6 @@ func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOpti
 		return err
 	}
 	return nil
-}
-
-// start prepares the schema (migrations, the configured limits, every routed limit present) and
-// starts the dispatcher.
-func (p *Plugin) start(ctx context.Context) error {
-	if _, err := pgqueue.Migrate(ctx, p.opts.Pool, pgqueue.MigrateOptions{Schema: p.opts.Schema}); err != nil {
-		return fmt.Errorf("sluice: %w", p.opts.poolerHint(err))
-	}
-	if len(p.opts.Limits) > 0 {
-		if err := p.admin.UpsertLimits(ctx, p.opts.Limits...); err != nil {
-			return fmt.Errorf("sluice: %w", p.opts.poolerHint(err))
-		}
-	}
-	for name, r := range p.opts.Routes {
-		for _, k := range r.Limits {
-			_, err := p.admin.Limit(ctx, k)
-			if errors.Is(err, pgqueue.ErrUnknownLimit) {
-				return fmt.Errorf("sluice: Options.Routes[%q]: limit %q is neither in Options.Limits nor in the database", name, k)
-			}
-			if err != nil {
-				return fmt.Errorf("sluice: Options.Routes[%q]: read limit %q: %w", name, k, p.opts.poolerHint(err))
-			}
-		}
-	}
-	return p.d.Start(ctx)
 }
 
 // StopWorker stops the worker's polling, then, with the last worker, the dispatcher: queued tickets

@@ -116,13 +116,13 @@ func TestQueue_Claim(t *testing.T) {
 		res := claim(t, q, pgqueue.ClaimParams{})
 		require.Equal(t, []int64{a1.ID, b1.ID}, ids(res.Admitted), "a full tenant is passed over, not a stall for the line")
 		require.NotContains(t, ids(res.Admitted), a2.ID)
-		stats, err := q.Stats(ctx)
+		stats, err := q.Status(ctx)
 		require.NoError(t, err)
-		require.Equal(t, []pgqueue.KeyStats{
-			{Key: "openai", Queued: 1, QueuedDrawing: 1, Admitted: 2, InflightCount: 2},
-			{Key: "tenant:a", QueuedDrawing: 1, Admitted: 1, InflightCount: 1},
-			{Key: "tenant:b", Admitted: 1, InflightCount: 1},
-		}, stats)
+		got := map[string][4]int64{} // queued in line, queued drawing, holding, in flight
+		for _, s := range stats {
+			got[s.Configured.Key] = [4]int64{s.Queued, s.QueuedDrawing, s.Admitted + s.Running, int64(s.State.InflightCount)}
+		}
+		require.Equal(t, map[string][4]int64{"openai": {1, 1, 2, 2}, "tenant:a": {0, 1, 1, 1}, "tenant:b": {0, 0, 1, 1}}, got)
 		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: a1.ID, ActualCost: -1}))
 		require.Equal(t, []int64{a2.ID}, ids(claim(t, q, pgqueue.ClaimParams{}).Admitted))
 		requireHealthy(t, q)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,12 +41,12 @@ func Example() {
 	if err := q.Resume(ctx, "openai"); err != nil {
 		log.Fatal(err)
 	}
-	stats, err := q.Stats(ctx)
+	status, err := q.Status(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, s := range stats {
-		fmt.Printf("%s: %d queued, %d admitted\n", s.Key, s.Queued, s.Admitted)
+	for _, s := range status {
+		fmt.Printf("%s: %d queued, %d running\n", s.Configured.Key, s.Queued, s.Admitted+s.Running)
 	}
 }
 
@@ -149,37 +148,6 @@ func ExampleQueue_LimitStatus() {
 	fmt.Printf("running: %d, %d tokens reserved\n", st.State.InflightCount, st.State.InflightTokens)
 	if st.State.PausedUntil.After(time.Now()) {
 		fmt.Printf("paused until %s\n", st.State.PausedUntil.Format(time.RFC3339))
-	}
-}
-
-// Stats says how every limit stands, across all replicas.
-func ExampleQueue_Stats() {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
-	if err != nil {
-		log.Fatal(err)
-	}
-
-	stats, err := q.Stats(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "key\tqueued\trunning\ttokens reserved\tpaused until")
-	for _, s := range stats {
-		paused := "-"
-		if !s.PausedUntil.IsZero() {
-			paused = s.PausedUntil.Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", s.Key, s.Queued, s.InflightCount, s.InflightTokens, paused)
-	}
-	if err := tw.Flush(); err != nil {
-		log.Fatal(err)
 	}
 }
 

@@ -69,15 +69,19 @@ func learnedColumn(v float64) any {
 	return v
 }
 
-// LimitStatus is a limit as configured and as admission applies it now.
+// LimitStatus is a limit as configured and as admission applies it now: the part of a KeyStatus that
+// comes from the limit's row alone.
 type LimitStatus struct {
 	// Configured is the limit as set by UpsertLimits or SQL; Effective is it lowered to what the
-	// provider's headers taught.
+	// provider's headers taught (sluiceactivity.ReportHeaders).
 	Configured, Effective throttle.Limit
-	State                 throttle.State
+	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause.
+	State throttle.State
 }
 
-// LimitStatus returns key's configured and effective limit and its admission state.
+// LimitStatus returns key's configured and effective limit and its admission state: the light read
+// of Status, which reads the limit's row and its pending releases and counts no tickets, for what
+// reads often (the plugin's gauges). An unknown key returns an error wrapping ErrUnknownLimit.
 func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error) {
 	// The state as the next claim will see it: the pending releases folded in.
 	var (

@@ -3,50 +3,7 @@ package pgqueue
 import (
 	"context"
 	"fmt"
-	"time"
 )
-
-// KeyStats is the state of one limit.
-type KeyStats struct {
-	Key string
-	// Queued counts tickets waiting in this key's line; QueuedDrawing those waiting anywhere that draw on
-	// the key.
-	Queued, QueuedDrawing int64
-	// Admitted counts tickets holding the key (admitted or running), from the tickets themselves.
-	Admitted int64
-	// InflightCount and InflightTokens are the limit row's own figures, which admission reads, net of
-	// the releases not yet folded into it.
-	InflightCount  int64
-	InflightTokens int64
-	PausedUntil    time.Time
-}
-
-// Stats returns every limit's figures, in key order.
-func (q *Queue) Stats(ctx context.Context) ([]KeyStats, error) {
-	rows, err := q.pool.Query(ctx, q.s(`SELECT l.key,
-			(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
-			(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state = 'queued'),
-			(SELECT count(*) FROM {s}.sluice_ticket t WHERE l.key = ANY(t.limit_keys) AND t.state IN ('admitted', 'running')),
-			l.inflight_count - `+pendingCount+`, l.inflight_tokens - `+pendingTokens+`, l.paused_until
-		FROM {s}.sluice_limit l ORDER BY l.key`))
-	if err != nil {
-		return nil, fmt.Errorf("sluice: stats: %w", err)
-	}
-	defer rows.Close()
-	var out []KeyStats
-	for rows.Next() {
-		var s KeyStats
-		var paused *time.Time
-		if err := rows.Scan(&s.Key, &s.Queued, &s.QueuedDrawing, &s.Admitted, &s.InflightCount, &s.InflightTokens, &paused); err != nil {
-			return nil, err
-		}
-		if paused != nil {
-			s.PausedUntil = paused.UTC()
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}
 
 // Verify checks the queue's invariants and returns a description of each violation (none when
 // healthy): every limit's in-flight figures equal the sum over the tickets holding it, no limit holds

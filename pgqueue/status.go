@@ -7,21 +7,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // KeyStatus is how one limit stands, for operators: its configuration, what admission applies, its
 // tickets, its line's head and what it admitted over the last minute. It is read in one statement
 // that locks nothing.
 type KeyStatus struct {
-	// Configured is the limit as set; Effective is it lowered to what the provider's headers taught.
-	Configured, Effective throttle.Limit
-	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause.
-	State throttle.State
+	// LimitStatus is the limit as configured and as admission applies it, with its state.
+	LimitStatus
 	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
 	// the key, admitted and not yet taken by their worker, and running.
 	Queued, Admitted, Running int64
+	// QueuedDrawing counts the tickets waiting in any line that draw on the key (a tenant's cap is
+	// drawn on by tickets in the provider's line): Queued and more.
+	QueuedDrawing int64
 	// OldestQueued is when the oldest of the 1,000 tickets at the head of the line was written (the
 	// whole line's oldest unless priorities put older tickets further back); zero when none waits.
 	OldestQueued time.Time
@@ -42,7 +41,7 @@ type KeyStatus struct {
 // tickets holding keys are counted once for every key (held), not by a scan per key.
 const statusColumns = `,
 	(SELECT count(*) FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'),
-	coalesce(h.admitted, 0), coalesce(h.running, 0),
+	coalesce(h.admitted, 0), coalesce(h.running, 0), coalesce(h.drawing, 0),
 	(SELECT min(head.enqueued_at) FROM (SELECT t.enqueued_at FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
 		ORDER BY t.priority, t.vstart, t.seq LIMIT ` + statusOldestAmong + `) head),
 	(SELECT coalesce(t.wait_reason, '') FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued'
@@ -59,10 +58,12 @@ const statusUsage = ` CROSS JOIN LATERAL (SELECT coalesce(sum(u.requests), 0)::b
 // the line index's order. The minimum over a whole line of a million reads a million rows.
 const statusOldestAmong = "1000"
 
-// statusHeld counts the tickets holding each key, admitted and running.
+// statusHeld counts the tickets holding each key, admitted and running, and those queued anywhere that
+// draw on it, in one pass over the live tickets rather than a scan per key.
 const statusHeld = `WITH held AS (
-	SELECT k AS held_key, count(*) FILTER (WHERE t.state = 'admitted') AS admitted, count(*) FILTER (WHERE t.state = 'running') AS running
-	FROM {s}.sluice_ticket t, unnest(t.limit_keys) AS k WHERE t.state IN ('admitted', 'running') GROUP BY k)
+	SELECT k AS held_key, count(*) FILTER (WHERE t.state = 'admitted') AS admitted, count(*) FILTER (WHERE t.state = 'running') AS running,
+		count(*) FILTER (WHERE t.state = 'queued') AS drawing
+	FROM {s}.sluice_ticket t, unnest(t.limit_keys) AS k WHERE t.state IN ('queued', 'admitted', 'running') GROUP BY k)
 `
 
 // Status returns the status of keys, in key order, or of every limit when keys is empty. A key that
@@ -85,12 +86,12 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			var s KeyStatus
 			var oldest *time.Time
 			var reason *string
-			r, err := scanLimit(rows, &s.Queued, &s.Admitted, &s.Running, &oldest, &reason, &s.RequestsLastMinute, &s.TokensLastMinute,
+			r, err := scanLimit(rows, &s.Queued, &s.Admitted, &s.Running, &s.QueuedDrawing, &oldest, &reason, &s.RequestsLastMinute, &s.TokensLastMinute,
 				&s.InputTokensLastMinute, &s.OutputTokensLastMinute)
 			if err != nil {
 				return err
 			}
-			s.Configured, s.Effective, s.State, s.Now = r.configured, r.limit, r.state, now.UTC()
+			s.LimitStatus, s.Now = LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, now.UTC()
 			if oldest != nil {
 				s.OldestQueued = oldest.UTC()
 			}

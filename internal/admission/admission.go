@@ -5,6 +5,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -28,6 +29,10 @@ type Run interface {
 	RateLimited(until time.Time)
 	ObserveHeaders(ctx context.Context, h http.Header) error
 }
+
+// ErrRefused is what the error RateLimited returns is (errors.Is): the dispatcher requeues a run that
+// returns it, without importing the activity package.
+var ErrRefused = errors.New("sluice: the provider refused the call")
 
 type key struct{}
 

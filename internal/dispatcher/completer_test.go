@@ -70,7 +70,7 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: runs, TokensPerMinute: 60_000})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	c := d.completer
 	require.NoError(t, c.Start(ctx))
 	defer func() { require.NoError(t, c.Stop(ctx)) }()
@@ -116,7 +116,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	before := goleak.IgnoreCurrent()
-	c := New(cfg).completer
+	c := newDispatcher(t, cfg).completer
 	require.NoError(t, c.Start(ctx))
 	ts := admitted(t, cfg.Queue, 3)
 	release := lockTicket(t, cfg.Queue, ts[0].ID)

@@ -14,38 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
-
-// Config is what the dispatcher runs with. The interceptor validates and fills it from its Options;
-// the dispatcher trusts it.
-type Config struct {
-	Queue        *pgqueue.Queue
-	Client       client.Client
-	Owner        string   // this process's owner ID, written into its tickets
-	Identity     string   // the worker identity given to Temporal
-	Keys         []string // every limit key the routes name, for the gauges
-	MaxHeld      int
-	LeaseTTL     time.Duration
-	PollInterval time.Duration
-	// Listen is how the notifier hears of work: on a pool connection, a direct one, or not at all.
-	Listen            pgqueue.Listen
-	HeartbeatInterval time.Duration
-	MinRemaining      time.Duration
-	ClaimBatch        int
-	// SelfCheckInterval is how often the maintainer holds the owner's tickets in Postgres against
-	// its registry (see Maintainer.selfCheck).
-	SelfCheckInterval time.Duration
-	DataConverter     converter.DataConverter
-	FailureConverter  converter.FailureConverter
-	Logger            *slog.Logger
-	Telemetry         telemetry.Telemetry
-}
 
 // drainGrace is how long a stop waits for runs it cancelled to return before it gives up on them.
 const drainGrace = 5 * time.Second
@@ -103,22 +75,29 @@ type Dispatcher struct {
 	knownKeys   sync.Map // derived limit keys this process has made sure exist
 }
 
-// New returns a stopped dispatcher.
-func New(cfg Config) *Dispatcher {
-	dp := &deps{cfg: cfg, q: cfg.Queue, reg: NewRegistry(cfg.MaxHeld), tm: cfg.Telemetry,
+// New returns a stopped dispatcher with its queue over cfg.Pool. It does not touch the database.
+func New(cfg Config) (*Dispatcher, error) {
+	q, err := pgqueue.New(cfg.Pool, pgqueue.Options{Schema: cfg.Schema})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: Options.Schema: %w", err)
+	}
+	dp := &deps{cfg: cfg, q: q, reg: NewRegistry(cfg.MaxHeld), tm: telemetry.New(cfg.TracerProvider, cfg.MetricsHandler),
 		enc: encoder{data: cfg.DataConverter, failure: cfg.FailureConverter}, log: cfg.Logger, life: context.Background(),
 		checkNow: make(chan struct{}, 1)}
-	d := &Dispatcher{deps: dp, notifier: cfg.Queue.NewNotifier(cfg.Logger).WithListen(cfg.Listen)}
+	d := &Dispatcher{deps: dp, notifier: q.NewNotifier(cfg.Logger).WithListen(cfg.listen())}
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
 	d.enqueuer = newEnqueuer(dp)
 	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
 	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
-	d.maintainer = &Maintainer{deps: dp, runner: d.runner}
+	d.maintainer = &Maintainer{deps: dp, runner: d.runner, keys: cfg.keys()}
 	d.deps.stopping.Store(true)
-	return d
+	return d, nil
 }
+
+// Queue returns the dispatcher's queue: the plugin's one connection to its schema.
+func (d *Dispatcher) Queue() *pgqueue.Queue { return d.deps.q }
 
 // SetStopTimeout sets how long a stop lets running activities finish: the worker's WorkerStopTimeout.
 func (d *Dispatcher) SetStopTimeout(t time.Duration) { d.stopTimeout.Store(int64(t)) }
@@ -126,12 +105,16 @@ func (d *Dispatcher) SetStopTimeout(t time.Duration) { d.stopTimeout.Store(int64
 // Stopping reports whether the dispatcher is stopped or stopping: new activities are refused.
 func (d *Dispatcher) Stopping() bool { return d.deps.stopping.Load() }
 
-// Start takes the owner's lease and starts the services.
+// Start prepares the schema (migrations, Config.Limits, every routed limit present), takes the
+// owner's lease and starts the services.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.endLife != nil {
 		return errStarted
+	}
+	if err := d.prepare(ctx); err != nil {
+		return err
 	}
 	if _, err := d.deps.q.RenewLease(ctx, d.deps.cfg.Owner, d.deps.cfg.LeaseTTL); err != nil {
 		return fmt.Errorf("sluice: %w", err)

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -36,20 +35,34 @@ var ignoreShared = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"),
 }
 
-func testConfig(t *testing.T, limits ...throttle.Limit) Config {
+// testSetup is a dispatcher's configuration over a throwaway schema, and a queue of the test's own
+// over the same schema, to look at the tables with.
+type testSetup struct {
+	Config
+	Queue *pgqueue.Queue
+}
+
+func testConfig(t *testing.T, limits ...throttle.Limit) testSetup {
 	t.Helper()
 	c := temporaltest.Require(t, server).Client(t)
 	q := testdb.Engine(t, pgqueue.Options{})
 	if len(limits) > 0 {
 		require.NoError(t, q.UpsertLimits(context.Background(), limits...))
 	}
-	return Config{
-		Queue: q, Client: c, Owner: "owner-" + t.Name(), Identity: "test", MaxHeld: 100,
+	return testSetup{Queue: q, Config: Config{
+		Pool: q.Pool(), Schema: q.Schema(), Client: c, Owner: "owner-" + t.Name(), Identity: "test", MaxHeld: 100,
 		LeaseTTL: 15 * time.Second, PollInterval: 50 * time.Millisecond, HeartbeatInterval: time.Second,
 		ClaimBatch: 10, SelfCheckInterval: time.Second, DataConverter: converter.GetDefaultDataConverter(),
 		FailureConverter: temporal.GetDefaultFailureConverter(), Logger: testenv.Logger(t),
-		Telemetry: telemetry.New(nil, nil),
-	}
+	}}
+}
+
+// newDispatcher is New, for a test.
+func newDispatcher(t testing.TB, s testSetup) *Dispatcher {
+	t.Helper()
+	d, err := New(s.Config)
+	require.NoError(t, err)
+	return d
 }
 
 // service is what every service of the package is.
@@ -61,7 +74,7 @@ type service interface {
 func TestServices_StartStop(t *testing.T) {
 	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
 	ctx := context.Background()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	for name, s := range map[string]service{
 		"Claimer": d.claimer, "Runner": d.runner, "Completer": d.completer,
 		"Deliverer": d.deliverer, "Heartbeater": d.heartbeater, "Maintainer": d.maintainer,
@@ -97,7 +110,7 @@ func TestDispatcher_StopCancelsRunsAfterTheStopTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	before := goleak.IgnoreCurrent()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	started, cause := make(chan struct{}), make(chan error, 1)
@@ -122,10 +135,10 @@ func TestDispatcher_StopCancelsRunsAfterTheStopTimeout(t *testing.T) {
 	st, err := cfg.Queue.LimitStatus(ctx, "k")
 	require.NoError(t, err)
 	require.Zero(t, st.State.InflightCount, "the run's slot was released by its hand-back")
-	stats, err := cfg.Queue.Stats(ctx)
+	stats, err := cfg.Queue.Status(ctx)
 	require.NoError(t, err)
 	for _, ks := range stats {
-		require.Zero(t, ks.Queued+ks.Admitted, "nothing is left in line for the stopped owner: %+v", ks)
+		require.Zero(t, ks.Queued+ks.Admitted+ks.Running, "nothing is left in line for the stopped owner: %+v", ks)
 	}
 	d.Stop(ctx) // twice is safe
 	goleak.VerifyNone(t, append(ignoreShared, before)...)
@@ -136,7 +149,7 @@ func TestDispatcher_StopGivesUpOnARunThatIgnoresCancellation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	before := goleak.IgnoreCurrent()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	started, release := make(chan struct{}), make(chan struct{})
@@ -200,7 +213,7 @@ func TestDispatcher_StopHandsBackTicketsOthersHeldLocked(t *testing.T) {
 	cfg.Logger = slog.New(waits)
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	started := make(chan struct{})
@@ -243,10 +256,10 @@ func TestDispatcher_StopHandsBackTicketsOthersHeldLocked(t *testing.T) {
 		t.Fatal("the stop never returned")
 	}
 	require.Nil(t, d.deps.reg.lookup(queued.Key()), "the locked ticket was handed back once free")
-	stats, err := cfg.Queue.Stats(ctx)
+	stats, err := cfg.Queue.Status(ctx)
 	require.NoError(t, err)
 	for _, ks := range stats {
-		require.Zero(t, ks.Queued+ks.Admitted+ks.InflightCount, "nothing is left for the stopped owner: %+v", ks)
+		require.Zero(t, ks.Queued+ks.Admitted+ks.Running+int64(ks.State.InflightCount), "nothing is left for the stopped owner: %+v", ks)
 	}
 }
 
@@ -272,7 +285,7 @@ func TestHeartbeater_AStoppedLoopDoesNotWarn(t *testing.T) {
 	cfg.Logger = slog.New(warned)
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	inv := enqueue(t, d, "held", func(context.Context) (any, error) { return nil, nil })

@@ -58,7 +58,7 @@ func TestEnqueuer_GroupCommit(t *testing.T) {
 	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	e := New(cfg).enqueuer
+	e := newDispatcher(t, cfg).enqueuer
 	require.NoError(t, e.Start(ctx))
 	defer func() { require.NoError(t, e.Stop(ctx)) }()
 	_, err := e.Write(ctx, ticketParams(-1, "t1", "k"))
@@ -131,7 +131,7 @@ func TestEnqueuer_StopAnswersWhatItHolds(t *testing.T) {
 	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	e := New(cfg).enqueuer
+	e := newDispatcher(t, cfg).enqueuer
 	require.NoError(t, e.Start(ctx))
 	_, err := e.Write(ctx, ticketParams(-1, "t1", "k"))
 	require.NoError(t, err)

@@ -30,7 +30,7 @@ import (
 // schema that does not.
 type faultBundle struct {
 	d      *Dispatcher
-	cfg    Config
+	cfg    testSetup
 	proxy  *faultproxy.Proxy
 	direct *pgqueue.Queue
 	runs   atomic.Int64 // runs of the activities enqueued with bundle.enqueue
@@ -45,13 +45,14 @@ func faultSetup(t *testing.T, limit throttle.Limit) *faultBundle {
 	schema := testdb.Schema(t, pool)
 	proxy, through := faultproxy.ForTest(t, testdb.PoolConfig(t))
 	var err error
-	cfg.Queue, err = pgqueue.New(testdb.PoolWith(t, through), pgqueue.Options{Schema: schema})
+	cfg.Pool, cfg.Schema = testdb.PoolWith(t, through), schema
+	cfg.Queue, err = pgqueue.New(cfg.Pool, pgqueue.Options{Schema: schema})
 	require.NoError(t, err)
 	direct, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, direct.UpsertLimits(context.Background(), limit))
 	cfg.Owner = "owner-" + t.Name()
-	return &faultBundle{d: New(cfg), cfg: cfg, proxy: proxy, direct: direct}
+	return &faultBundle{d: newDispatcher(t, cfg), cfg: cfg, proxy: proxy, direct: direct}
 }
 
 func (b *faultBundle) start(t *testing.T, ctx context.Context) {
@@ -298,7 +299,7 @@ func TestFaults_LeaseRenewalAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	b.cfg.LeaseTTL = 3 * time.Second
-	b.d = New(b.cfg)
+	b.d = newDispatcher(t, b.cfg)
 	b.start(t, ctx)
 	release := make(chan struct{})
 	_, err := b.enqueue(t, "a", 10, func(ctx context.Context) (any, error) {

@@ -35,7 +35,7 @@ func TestCompleter_IsolatesABadItem(t *testing.T) {
 
 	t.Run("TicketGivenTwice", func(t *testing.T) {
 		cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 10})
-		c := New(cfg).completer
+		c := newDispatcher(t, cfg).completer
 		ts := admitted(t, cfg.Queue, 2)
 		batch := completions(ts[0], ts[0], ts[1])
 		c.commit(ctx, batch)
@@ -46,7 +46,7 @@ func TestCompleter_IsolatesABadItem(t *testing.T) {
 
 	t.Run("TicketPostgresRefuses", func(t *testing.T) {
 		cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 10})
-		c := New(cfg).completer
+		c := newDispatcher(t, cfg).completer
 		ts := admitted(t, cfg.Queue, 5)
 		bad := ts[3]
 		// A trigger refuses the bad ticket's completion: a constraint the statement breaks, for it alone.
@@ -83,7 +83,7 @@ func TestRunner_RequeueRaceKeepsTheNewRun(t *testing.T) {
 	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	second, cause := make(chan struct{}), make(chan error, 1)
 	var runs atomic.Int64
 	d.runner.testHookRequeued = func(pgqueue.Ticket) {
@@ -134,7 +134,7 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	cfg.Logger = slog.New(countHandler{Handler: cfg.Logger.Handler(), msg: msgReconciled, n: &reconciled})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	d := New(cfg)
+	d := newDispatcher(t, cfg)
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	require.NoError(t, d.claimer.Stop(ctx))

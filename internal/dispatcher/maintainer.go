@@ -26,6 +26,7 @@ type Maintainer struct {
 	loops
 	*deps
 	runner  *Runner
+	keys    []string                  // the keys of the gauges: every limit the routes name
 	strikes map[int64]reconcileAction // mismatches seen by the last self-check, by ticket; its loop's own
 }
 
@@ -68,7 +69,7 @@ func (m *Maintainer) sweep(ctx context.Context) {
 		for owner, n := range dead {
 			m.log.Warn("sluice: handed back the tickets of a process whose lease expired", "owner", owner, "tickets", n)
 		}
-		m.tm.Gauges(ctx, m.q, m.cfg.Keys)
+		m.gauges(ctx)
 		m.forgetExpired(time.Now())
 		if time.Since(lastPrune) > pruneEvery {
 			lastPrune = time.Now()
@@ -85,6 +86,15 @@ func (m *Maintainer) forgetExpired(now time.Time) {
 	for _, inv := range m.reg.snapshot() {
 		if inv.expired(now) {
 			m.reg.drop(inv)
+		}
+	}
+}
+
+// gauges publishes the in-flight figures of every limit the routes name, as the database has them.
+func (m *Maintainer) gauges(ctx context.Context) {
+	for _, k := range m.keys {
+		if st, err := m.q.LimitStatus(ctx, k); err == nil {
+			m.tm.Gauges(k, st.State)
 		}
 	}
 }

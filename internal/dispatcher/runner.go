@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	sluiceactivity "github.com/sluicehq/sluice/activity"
 	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/pgqueue"
@@ -133,8 +132,7 @@ func (r *Runner) run(t pgqueue.Ticket) {
 func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, span trace.Span) {
 	result, err := inv.execute(ctx)
 	rep := inv.finish()
-	var throttled *sluiceactivity.ThrottledError
-	if !rep.limited.IsZero() && errors.As(err, &throttled) && ctx.Err() == nil {
+	if !rep.limited.IsZero() && errors.Is(err, admission.ErrRefused) && ctx.Err() == nil {
 		r.tm.ForKey(inv.Line()).Counter(telemetry.MetricRateLimited).Inc(1)
 		r.tm.EndRun(span, t, rep.actual, "rate_limited", err)
 		r.requeue(inv, t, rep)

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // TracerName names Sluice's tracer: the module path.
@@ -148,15 +149,9 @@ func (tm Telemetry) EndRun(span trace.Span, t pgqueue.Ticket, actual int64, outc
 	tm.ForKey(t.LineKey).WithTags(map[string]string{"sluice_outcome": outcome}).Counter(MetricTicketsCompleted).Inc(1)
 }
 
-// Gauges publishes the in-flight figures of every limit, as the database has them.
-func (tm Telemetry) Gauges(ctx context.Context, q *pgqueue.Queue, keys []string) {
-	for _, k := range keys {
-		st, err := q.LimitStatus(ctx, k)
-		if err != nil {
-			continue
-		}
-		m := tm.ForKey(k)
-		m.Gauge(MetricInflight).Update(float64(st.State.InflightCount))
-		m.Gauge(MetricInflightTokens).Update(float64(st.State.InflightTokens))
-	}
+// Gauges publishes key's in-flight figures, as the database has them.
+func (tm Telemetry) Gauges(key string, s throttle.State) {
+	m := tm.ForKey(key)
+	m.Gauge(MetricInflight).Update(float64(s.InflightCount))
+	m.Gauge(MetricInflightTokens).Update(float64(s.InflightTokens))
 }

@@ -196,9 +196,9 @@ func runMode(ctx context.Context, cfg Config, mode string, docs []Document, pool
 			}
 			queued := "-"
 			if mode == ModeSluice {
-				if stats, err := q.Stats(ctx); err == nil {
+				if stats, err := q.Status(ctx, "llm"); err == nil {
 					for _, s := range stats {
-						if s.Key == "llm" {
+						if s.Configured.Key == "llm" {
 							queued = fmt.Sprint(s.Queued)
 						}
 					}
