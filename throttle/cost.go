@@ -20,3 +20,14 @@ func Tokens(n int64) Cost { return Cost{Input: n} }
 func (c Cost) Total() int64 { return c.Input + c.Output }
 
 func (c Cost) nonNegative() Cost { return Cost{Input: max(0, c.Input), Output: max(0, c.Output)} }
+
+// ReportedUsage is the usage a run reported, given as its total tokens (negative: not reported) and
+// the part of them of output tokens: the Cost, its output part clamped to [0, total] and the rest
+// input, and true; or, when nothing was reported, the zero Cost and false. Pass both to ReleasedCost.
+func ReportedUsage(total, output int64) (Cost, bool) {
+	if total < 0 {
+		return Cost{}, false
+	}
+	output = min(max(output, 0), total)
+	return Cost{Input: total - output, Output: output}, true
+}

@@ -62,7 +62,8 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		}
 		index[p.TicketID] = i
 		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
-		output[i] = min(max(p.ActualOutput, 0), max(p.ActualCost, 0))
+		used, _ := throttle.ReportedUsage(p.ActualCost, p.ActualOutput)
+		output[i] = used.Output
 	}
 	found := make([]bool, len(ps))
 	if len(ps) == 0 {
@@ -136,9 +137,6 @@ type spent struct{ total, output int64 }
 
 // released is what t gives back to each of its limits, given what it spent.
 func (s spent) released(t Ticket) throttle.Released {
-	if s.total < 0 {
-		return throttle.ReleasedCost(t.Reserved(), throttle.Cost{}, false)
-	}
-	out := min(max(s.output, 0), s.total)
-	return throttle.ReleasedCost(t.Reserved(), throttle.Cost{Input: s.total - out, Output: out}, true)
+	used, reported := throttle.ReportedUsage(s.total, s.output)
+	return throttle.ReleasedCost(t.Reserved(), used, reported)
 }
