@@ -254,7 +254,7 @@ func (d *ClaimDecision) admit(held map[string]LimitState, c Candidate) {
 		held[k] = ls
 		d.States[k] = ls.State
 	}
-	d.VTime = max(d.VTime, c.VStart)
+	d.VTime = FairAdvance(d.VTime, c.VStart)
 	d.Admitted = append(d.Admitted, Admission{ID: c.ID, At: d.Now})
 }
 
