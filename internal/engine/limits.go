@@ -123,8 +123,9 @@ func (q *Queue) Limit(ctx context.Context, key string) (throttle.Limit, error) {
 	return r.configured, nil
 }
 
-// Pause stops admissions on key until until, on every replica; a later pause already in force is kept.
-// It is what a provider's 429 with a Retry-After turns into.
+// Pause stops admissions on key until until, on every replica; a later pause already in force is kept
+// (throttle's State.Pause, in SQL so that the update needs no read first; TestQueue_PauseMatchesThrottle
+// checks the two agree). It is what a provider's 429 with a Retry-After turns into.
 func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
 	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit
 		SET paused_until = greatest(paused_until, $2), updated_at = now() WHERE key = $1`), key, until)
