@@ -259,4 +259,4 @@ func (d *ClaimDecision) admit(held map[string]LimitState, c Candidate) {
 }
 
 // split is c's reservation by dimension.
-func (c Candidate) split() Cost { return Cost{Input: c.Cost - c.OutputCost, Output: c.OutputCost} }
+func (c Candidate) split() Cost { return CostOf(c.Cost, c.OutputCost) }

@@ -174,3 +174,24 @@ func TestReportedUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestCostOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		total, output int64
+		want          throttle.Cost
+	}{
+		{"OneFigureIsInput", 500, 0, throttle.Cost{Input: 500}},
+		{"Split", 1874, 1024, throttle.Cost{Input: 850, Output: 1024}},
+		{"AllOutput", 7, 7, throttle.Cost{Output: 7}},
+		{"Nothing", 0, 0, throttle.Cost{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := throttle.CostOf(tc.total, tc.output)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.total, got.Total())
+		})
+	}
+}
