@@ -179,7 +179,7 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	l, err := h.q.ChangeLimit(ctx, c.Key, pgqueue.LimitChange{MaxConcurrent: c.MaxConcurrent, RequestsPerSecond: c.RequestsPerSecond,
+	l, err := h.q.ChangeLimit(ctx, c.Key, throttle.LimitChange{MaxConcurrent: c.MaxConcurrent, RequestsPerSecond: c.RequestsPerSecond,
 		Burst: c.Burst, TokensPerMinute: c.TokensPerMinute, TokenBurst: c.TokenBurst, MaxInflightTokens: c.MaxInflightTokens,
 		InputTokensPerMinute: c.InputTokensPerMinute, InputTokenBurst: c.InputTokenBurst,
 		OutputTokensPerMinute: c.OutputTokensPerMinute, OutputTokenBurst: c.OutputTokenBurst}, false)

@@ -27,22 +27,22 @@ func TestQueue_ChangeLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "k", MaxConcurrent: 2, RequestsPerSecond: 10, Burst: 3, TokensPerMinute: 60_000}))
 
-	l, err := q.ChangeLimit(ctx, "k", pgqueue.LimitChange{MaxConcurrent: ptr(4), RequestsPerSecond: ptr(10.0)}, false)
+	l, err := q.ChangeLimit(ctx, "k", throttle.LimitChange{MaxConcurrent: ptr(4), RequestsPerSecond: ptr(10.0)}, false)
 	require.NoError(t, err)
 	require.Equal(t, throttle.Limit{Key: "k", MaxConcurrent: 4, RequestsPerSecond: 10, Burst: 3, TokensPerMinute: 60_000, TokenBurst: 60_000}, l,
 		"a rate given unchanged keeps its burst")
-	l, err = q.ChangeLimit(ctx, "k", pgqueue.LimitChange{RequestsPerSecond: ptr(20.0)}, false)
+	l, err = q.ChangeLimit(ctx, "k", throttle.LimitChange{RequestsPerSecond: ptr(20.0)}, false)
 	require.NoError(t, err)
 	require.Equal(t, 20.0, l.Burst, "a changed rate gets its default burst")
 
-	_, err = q.ChangeLimit(ctx, "k", pgqueue.LimitChange{TokensPerMinute: ptr(-1.0)}, false)
+	_, err = q.ChangeLimit(ctx, "k", throttle.LimitChange{TokensPerMinute: ptr(-1.0)}, false)
 	require.ErrorIs(t, err, pgqueue.ErrInvalidLimit)
 	require.ErrorContains(t, err, "TokensPerMinute must be >= 0 (0 means not set), got -1")
-	_, err = q.ChangeLimit(ctx, "nope", pgqueue.LimitChange{MaxConcurrent: ptr(1)}, false)
+	_, err = q.ChangeLimit(ctx, "nope", throttle.LimitChange{MaxConcurrent: ptr(1)}, false)
 	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit)
-	_, err = q.ChangeLimit(ctx, "", pgqueue.LimitChange{MaxConcurrent: ptr(1)}, true)
+	_, err = q.ChangeLimit(ctx, "", throttle.LimitChange{MaxConcurrent: ptr(1)}, true)
 	require.ErrorIs(t, err, pgqueue.ErrInvalidLimit)
-	l, err = q.ChangeLimit(ctx, "new", pgqueue.LimitChange{MaxConcurrent: ptr(1)}, true)
+	l, err = q.ChangeLimit(ctx, "new", throttle.LimitChange{MaxConcurrent: ptr(1)}, true)
 	require.NoError(t, err)
 	require.Equal(t, throttle.Limit{Key: "new", MaxConcurrent: 1}, l)
 
@@ -55,7 +55,7 @@ func TestQueue_ChangeLimit(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() {
-		_, err := q.ChangeLimit(ctx, "k", pgqueue.LimitChange{MaxConcurrent: ptr(7)}, false)
+		_, err := q.ChangeLimit(ctx, "k", throttle.LimitChange{MaxConcurrent: ptr(7)}, false)
 		done <- err
 	}()
 	for waiting := false; !waiting; {

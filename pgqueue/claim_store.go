@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -151,24 +150,6 @@ func usageUpsert(n int) string {
 	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens,
 		input_tokens = u.input_tokens + excluded.input_tokens, output_tokens = u.output_tokens + excluded.output_tokens`,
 		n, n+1, n+2, n+3, n+4, n+5)
-}
-
-// refund records tokens reported usage gave back to key, in all and of output, at the instant the
-// claim folded them in: the history counts what was spent, not only what was reserved.
-func (u usage) refund(key string, at time.Time, tokens, output int64) {
-	r := u.row(key, at)
-	r.tokens -= tokens
-	r.input -= tokens - output
-	r.output -= output
-}
-
-// refunds records, at the instant at, the refunds that the releases folded into rows gave back.
-func (u usage) refunds(rows map[string]*limitRow, at time.Time) {
-	for k, r := range rows {
-		if r.refunded != 0 || r.refundedOutput != 0 {
-			u.refund(k, at, int64(math.Round(r.refunded)), int64(math.Round(r.refundedOutput)))
-		}
-	}
 }
 
 // args are claimStoreSQL's $24 to $29: keys, seconds, requests, tokens, input and output tokens, in

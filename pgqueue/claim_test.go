@@ -251,14 +251,15 @@ func TestQueue_Claim(t *testing.T) {
 	t.Run("FairShareAcrossTenantsWithWeights", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 1000})
-		var model throttle.FairQueue
+		finish := map[string]float64{} // each tenant's finish tag; virtual time stays 0 until the claim
 		tenantOf := map[int64]string{}
 		add := func(tenant string, n int, weight float64) {
 			for range n {
 				tk := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, FairnessKey: tenant, Weight: weight, Cost: 10})
 				tenantOf[tk.ID] = tenant
-				p := model.Enqueue(0, tenant, 10, weight)
-				require.InDelta(t, p.Start, tk.VStart, 1e-9, "SQL tagging matches the model")
+				var start float64
+				start, finish[tenant] = throttle.FairTag(finish[tenant], 0, throttle.FairIncrement(10, weight))
+				require.InDelta(t, start, tk.VStart, 1e-9, "SQL tagging matches throttle.FairTag")
 			}
 		}
 		add("big", 60, 1)

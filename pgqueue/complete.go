@@ -62,7 +62,8 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		}
 		index[p.TicketID] = i
 		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
-		output[i] = min(max(p.ActualOutput, 0), max(p.ActualCost, 0))
+		used, _ := throttle.ReportedUsage(p.ActualCost, p.ActualOutput)
+		output[i] = used.Output
 	}
 	found := make([]bool, len(ps))
 	if len(ps) == 0 {
@@ -96,7 +97,8 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 
 // completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
 // none) and $8 its part of output tokens (in [0, $2]), $3 and $4 the outcomes, $5 the instant (NULL:
-// the database clock), $6 and $7 the notification.
+// the database clock), $6 and $7 the notification. The released CTE appends what the batch released
+// to the release ledger (releaseAppendSQL, with the rest of a ticket's release in release.go).
 // The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
 // does, so that two of them cannot deadlock.
 //
@@ -120,25 +122,8 @@ const completeSQL = `WITH clock AS MATERIALIZED (
 	FROM locked l, clock n
 	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
 	RETURNING t.id, t.cost, t.output_cost, t.limit_keys, l.actual, l.actual_output
-), released AS (
-	INSERT INTO {s}.sluice_release (key, count, reserved, refund, refund_output)
-	SELECT k, count(*), sum(d.cost), coalesce(sum(d.cost - d.actual) FILTER (WHERE d.actual >= 0), 0),
-		coalesce(sum(d.output_cost - d.actual_output) FILTER (WHERE d.actual >= 0), 0)
-	FROM done d, unnest(d.limit_keys) AS k GROUP BY k ORDER BY k
-	RETURNING key
+), released AS (` + releaseAppendSQL + `
 ), woken AS (
 	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
 )
 SELECT id FROM done, woken`
-
-// spent is what a run reported it used: total tokens (negative: not reported), of which output.
-type spent struct{ total, output int64 }
-
-// released is what t gives back to each of its limits, given what it spent.
-func (s spent) released(t Ticket) throttle.Released {
-	if s.total < 0 {
-		return throttle.ReleasedCost(t.Reserved(), throttle.Cost{}, false)
-	}
-	out := min(max(s.output, 0), s.total)
-	return throttle.ReleasedCost(t.Reserved(), throttle.Cost{Input: s.total - out, Output: out}, true)
-}

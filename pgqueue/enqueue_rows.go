@@ -19,7 +19,10 @@ import (
 //   - fresh, groups, fair: a ticket with a fairness key gets its fair-share tags from its key's finish
 //     tag, advanced once per (line, key) for the whole batch. The upsert locks each sluice_fair row and
 //     reads its latest finish, so concurrent batches on one key queue behind each other and never
-//     reuse a tag. Rows are upserted in key order, so that two batches cannot deadlock.
+//     reuse a tag. Rows are upserted in key order, so that two batches cannot deadlock. The rule is
+//     throttle.FairTag, applied ticket after ticket in the order given; the SQL applies it to the
+//     whole batch at once (a sum per key, a running sum per ticket), and
+//     TestQueue_EnqueueFairTagsMatchThrottle checks the two agree on random batches.
 //   - rows: the place of each ticket: inherited, fair, or the line's virtual time; a sequence number
 //     in the order given (a volatile target list is evaluated after the ORDER BY).
 //   - ins, woken: the insert, and one notification per line.

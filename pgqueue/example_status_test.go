@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // Why activities wait: each key's tickets, what it admitted over the last minute against its limit,
@@ -96,7 +97,7 @@ func ExampleQueue_ChangeLimit() {
 		log.Fatal(err)
 	}
 	tpm := 60_000.0
-	l, err := q.ChangeLimit(ctx, "openai", pgqueue.LimitChange{TokensPerMinute: &tpm}, false)
+	l, err := q.ChangeLimit(ctx, "openai", throttle.LimitChange{TokensPerMinute: &tpm}, false)
 	if errors.Is(err, pgqueue.ErrInvalidLimit) || errors.Is(err, pgqueue.ErrUnknownLimit) {
 		log.Fatal(err) // names the key, the field and the value
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -70,56 +69,6 @@ func (q *Queue) take(ctx context.Context, owner string, max int, ids []int64) ([
 		return err
 	})
 	return ts, err
-}
-
-// release gives back the reservations of tickets (each admitted or running, locked by the caller) on
-// every limit they hold, reconciling the token budget with actual usage where it is known. Limit rows
-// are locked in key order, waiting: a release is short and must not be skipped.
-//
-// It returns the instant of the release, read after the locks are taken: a claim that saw the ticket
-// in flight then has an earlier instant, one that did not a later one, so the tickets' admitted_at and
-// finished_at order every pair of decisions on a key as they happened.
-func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []spent) (time.Time, error) {
-	var keys []string
-	for _, t := range ts {
-		keys = append(keys, t.LimitKeys...)
-	}
-	rows, err := q.lockLimits(ctx, tx, keys, false)
-	if err != nil {
-		return time.Time{}, err
-	}
-	now, err := q.now(ctx, tx)
-	if err != nil || len(keys) == 0 {
-		return now, err
-	}
-	used := usage{}
-	for i, t := range ts {
-		rel := actual[i].released(t)
-		refund, refundOutput := int64(math.Round(rel.Refund)), int64(math.Round(rel.RefundOutput))
-		for _, k := range t.LimitKeys {
-			r := rows[k]
-			if r == nil { // the limit was deleted while the ticket ran
-				continue
-			}
-			r.state = r.limit.ReleaseMany(r.state, now, rel)
-			r.dirty = true
-			if refund != 0 || refundOutput != 0 {
-				used.refund(k, now, refund, refundOutput)
-			}
-		}
-	}
-	if err := q.saveLimits(ctx, tx, rows); err != nil {
-		return now, err
-	}
-	// What was given back leaves the usage history too (a 429 requeued counts its request, not its
-	// tokens), under the row locks lockLimits took.
-	if len(used) > 0 {
-		if _, err := tx.Exec(ctx, q.s(usageUpsert(1)), used.args()...); err != nil {
-			return now, err
-		}
-	}
-	slices.Sort(keys)
-	return now, q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
 }
 
 // RequeueParams describes a ticket to put back in line.

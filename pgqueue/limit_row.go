@@ -21,13 +21,6 @@ const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_pe
 	coalesce(learned_token_burst, 0), coalesce(learned_input_tokens_per_minute, 0), coalesce(learned_input_token_burst, 0),
 	coalesce(learned_output_tokens_per_minute, 0), coalesce(learned_output_token_burst, 0)`
 
-// Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
-// subtracts them from the row's in-flight figures.
-const (
-	pendingCount  = `(SELECT coalesce(sum(r.count), 0)::int FROM {s}.sluice_release r WHERE r.key = l.key)`
-	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
-)
-
 // limitReadColumns are limitColumns for a reader of the row aliased l that does not lock it: the
 // in-flight figures net of the pending releases.
 var limitReadColumns = strings.Replace(limitColumns, "inflight_count, inflight_tokens",

@@ -37,83 +37,6 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 	return out, rows.Err()
 }
 
-// querier runs a query in a transaction: a pgx.Tx, or a claim's claimTx.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// lockAndTake runs lock, a statement that locks limit rows (selecting limitColumns from sluice_limit,
-// in key order), and in the same statement deletes from the ledger the releases completions appended
-// for the rows it locked (see CompleteMany) and reads the clock. The rows it locked join held, with
-// those releases folded in; a row held already (a transaction's own lock does not skip it) keeps the
-// state the claim has decided so far, and only the new releases are folded into it. It returns the
-// keys the statement locked, in key order, the instant, and whether any release was folded: the
-// caller must then save the rows, since the releases are gone from the ledger. args are lock's, from
-// $2 on; $1 is the injected instant.
-//
-// Only a holder of a limit row's lock takes its releases, so each is applied once; one committed after
-// this statement's snapshot waits for the next. The clock is read after the locks are held and the
-// releases taken, so that no decision uses an instant older than the state it reads (and
-// Bucket.Refill ignores one that is).
-func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
-	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
-		), taken AS (
-			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held)
-			RETURNING r.key, r.count, r.reserved, r.refund, r.refund_output
-		), sums AS MATERIALIZED (
-			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund,
-				sum(refund_output)::float8 AS refund_output
-			FROM taken GROUP BY key
-		), clock AS MATERIALIZED ( -- after every lock and the ledger's delete: it reads both to their end
-			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
-			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums
-		)
-		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0), c.now
-		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
-	if err != nil {
-		return nil, now, false, err
-	}
-	defer rs.Close()
-	sums := map[string]throttle.Released{}
-	for rs.Next() {
-		var (
-			taken bool
-			rel   throttle.Released
-			count int64
-		)
-		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &now)
-		if err != nil {
-			return nil, now, false, err
-		}
-		if _, ok := held[r.limit.Key]; !ok {
-			held[r.limit.Key] = r
-		}
-		keys = append(keys, r.limit.Key)
-		if taken {
-			rel.Count = int(count)
-			sums[r.limit.Key] = rel
-		}
-	}
-	rs.Close() // before Err: closing reads what the round trip sent after the statement (claimTx)
-	if err := rs.Err(); err != nil {
-		return nil, now, false, err
-	}
-	now = now.UTC()
-	return keys, now, foldReleases(held, sums, now), nil
-}
-
-// foldReleases applies the releases lockAndTake took to rows at now and reports whether there were
-// any: the caller must then save the rows, since the releases are gone from the ledger.
-func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, now time.Time) bool {
-	for k, sum := range sums {
-		r := rows[k]
-		r.state, r.dirty = r.limit.ReleaseMany(r.state, now, sum), true
-		r.refunded += sum.Refund
-		r.refundedOutput += sum.RefundOutput
-	}
-	return len(sums) > 0
-}
-
 // UpsertLimits creates the limits or, for keys that exist, replaces their configuration. The admission
 // state (buckets, in-flight figures, pauses) of an existing key is kept, so a worker restarting with
 // the same limits loses nothing and a changed limit applies at the next admission on every replica.
@@ -200,8 +123,9 @@ func (q *Queue) Limit(ctx context.Context, key string) (throttle.Limit, error) {
 	return r.configured, nil
 }
 
-// Pause stops admissions on key until until, on every replica; a later pause already in force is kept.
-// It is what a provider's 429 with a Retry-After turns into.
+// Pause stops admissions on key until until, on every replica; a later pause already in force is kept
+// (throttle's State.Pause, in SQL so that the update needs no read first; TestQueue_PauseMatchesThrottle
+// checks the two agree). It is what a provider's 429 with a Retry-After turns into.
 func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
 	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit
 		SET paused_until = greatest(paused_until, $2), updated_at = now() WHERE key = $1`), key, until)

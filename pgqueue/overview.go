@@ -69,6 +69,9 @@ type Overview struct {
 
 // effectiveRate is the rate column c of the row aliased l lowered to what was learned, as
 // throttle.EffectiveLimit does (learned is NULL or above zero; a rate of 0 is not set and stays 0).
+// It is SQL because an overview sorts every matching key by use before it cuts a page;
+// TestQueue_OverviewEffectiveRatesMatchThrottle checks the rates overviewRows gives (the request
+// rate as Limit.RequestsPerMinute) against throttle's on random configured and learned rates.
 func effectiveRate(c string) string {
 	return `CASE WHEN l.learned_` + c + ` < l.` + c + ` THEN l.learned_` + c + ` ELSE l.` + c + ` END`
 }

@@ -88,7 +88,7 @@ const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_co
 
 // Reserved is the ticket's reservation by dimension.
 func (t Ticket) Reserved() throttle.Cost {
-	return throttle.Cost{Input: t.Cost - t.OutputCost, Output: t.OutputCost}
+	return throttle.CostOf(t.Cost, t.OutputCost)
 }
 
 func scanTicket(row pgx.Row) (Ticket, error) {

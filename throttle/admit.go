@@ -209,10 +209,8 @@ type Released struct {
 // activity reported actual (negative: not reported, the reservation stands as spent), both given as
 // one figure, of input tokens.
 func Released1(reserved, actual int64) Released {
-	if actual < 0 {
-		return ReleasedCost(Tokens(reserved), Cost{}, false)
-	}
-	return ReleasedCost(Tokens(reserved), Tokens(actual), true)
+	used, reported := ReportedUsage(actual, 0)
+	return ReleasedCost(Tokens(reserved), used, reported)
 }
 
 // ReleasedCost is what one ticket gives back: its reservation, and, when reported, what the call

@@ -254,9 +254,9 @@ func (d *ClaimDecision) admit(held map[string]LimitState, c Candidate) {
 		held[k] = ls
 		d.States[k] = ls.State
 	}
-	d.VTime = max(d.VTime, c.VStart)
+	d.VTime = FairAdvance(d.VTime, c.VStart)
 	d.Admitted = append(d.Admitted, Admission{ID: c.ID, At: d.Now})
 }
 
 // split is c's reservation by dimension.
-func (c Candidate) split() Cost { return Cost{Input: c.Cost - c.OutputCost, Output: c.OutputCost} }
+func (c Candidate) split() Cost { return CostOf(c.Cost, c.OutputCost) }

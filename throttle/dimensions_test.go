@@ -148,3 +148,50 @@ func TestDecideClaim_OutputBudgetBlocksTheLine(t *testing.T) {
 	require.Equal(t, 400.0, d.States["anthropic"].OutputTokens.Level)
 	require.Equal(t, 9_700.0, d.States["anthropic"].InputTokens.Level)
 }
+
+func TestReportedUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		total, output int64
+		want          throttle.Cost
+		reported      bool
+	}{
+		{"NotReported", -1, 0, throttle.Cost{}, false},
+		{"NotReportedWhateverTheOutput", -7, 5, throttle.Cost{}, false},
+		{"OneFigureIsInput", 120, 0, throttle.Cost{Input: 120}, true},
+		{"Split", 120, 20, throttle.Cost{Input: 100, Output: 20}, true},
+		{"AllOutput", 120, 120, throttle.Cost{Output: 120}, true},
+		{"OutputAboveTotalIsClamped", 120, 500, throttle.Cost{Output: 120}, true},
+		{"NegativeOutputCountsAsNone", 120, -3, throttle.Cost{Input: 120}, true},
+		{"ZeroUsed", 0, 9, throttle.Cost{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, reported := throttle.ReportedUsage(tc.total, tc.output)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.reported, reported)
+		})
+	}
+}
+
+func TestCostOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		total, output int64
+		want          throttle.Cost
+	}{
+		{"OneFigureIsInput", 500, 0, throttle.Cost{Input: 500}},
+		{"Split", 1874, 1024, throttle.Cost{Input: 850, Output: 1024}},
+		{"AllOutput", 7, 7, throttle.Cost{Output: 7}},
+		{"Nothing", 0, 0, throttle.Cost{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := throttle.CostOf(tc.total, tc.output)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.total, got.Total())
+		})
+	}
+}

@@ -57,7 +57,24 @@
 // them, and [EffectiveLimit] the limit admission applies given the configured limit and what was
 // learned.
 //
+// # Fair share
+//
+// Within a line, tickets of equal priority share it across fairness keys by start-time fair queuing:
+// [FairTag] gives a ticket its start tag at enqueue, from its key's last finish tag and the line's
+// virtual time, and [FairAdvance] moves the virtual time as tickets are admitted; [Place.Compare]
+// is the order of admission.
+//
+// # Changing limits
+//
+// [LimitChange] is an operator's change of some fields of a limit; [LimitChange.Apply] gives a rate
+// that changed without its burst the default burst of the new rate.
+//
+// # In pgqueue
+//
 // pgqueue keeps State in Postgres and runs these functions inside its claim transaction, with the
 // limit's row locked, so the arithmetic here is the whole of the admission rule: pgqueue loads the
-// rows, calls throttle, and stores what it returns.
+// rows, calls throttle, and stores what it returns. Where one statement must compute a rule for many
+// rows at once (the refunds of a batch of completions, the fair-share tags of a batch of tickets, the
+// effective rates of an overview), pgqueue writes it in SQL, and its tests check that SQL against
+// the function here on random inputs.
 package throttle

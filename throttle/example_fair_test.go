@@ -7,16 +7,21 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-func ExampleFairQueue() {
+func ExampleFairTag() {
 	type ticket struct {
 		tenant string
 		place  throttle.Place
 	}
-	var q throttle.FairQueue
-	var line []ticket
+	var (
+		line   []ticket
+		finish = map[string]float64{} // each tenant's finish tag
+		now    float64                // the line's virtual time
+	)
 	enqueue := func(tenant string, n int, weight float64) {
 		for range n {
-			line = append(line, ticket{tenant, q.Enqueue(3, tenant, 1, weight)})
+			var start float64
+			start, finish[tenant] = throttle.FairTag(finish[tenant], now, throttle.FairIncrement(1, weight))
+			line = append(line, ticket{tenant, throttle.Place{Priority: 3, Start: start, Seq: int64(len(line))}})
 		}
 	}
 	// bigco queues 4 tickets first; then smallco queues 2 and premium, weighted 2, queues 4.
@@ -27,7 +32,7 @@ func ExampleFairQueue() {
 	// Admission takes the smallest place first: tenants take turns, premium twice as often.
 	slices.SortFunc(line, func(a, b ticket) int { return a.place.Compare(b.place) })
 	for _, t := range line {
-		q.Admitted(t.place)
+		now = throttle.FairAdvance(now, t.place.Start)
 		fmt.Printf("%s (start %v)\n", t.tenant, t.place.Start)
 	}
 

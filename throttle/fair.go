@@ -36,8 +36,26 @@ func FairIncrement(cost int64, weight float64) float64 {
 }
 
 // FairStart is the start tag of a ticket whose fairness key last finished at lastFinish, when the
-// limit's virtual time is now.
+// line's virtual time is now: the later of the two, so that a key that was idle does not bank credit.
 func FairStart(lastFinish, now float64) float64 { return math.Max(lastFinish, now) }
+
+// FairTag is the place in virtual time of a ticket with fair-share increment inc (FairIncrement)
+// whose fairness key last finished at lastFinish, when the line's virtual time is now: it starts at
+// FairStart(lastFinish, now) and finishes inc later, which is the key's new finish tag. Virtual time
+// moves only at admission (FairAdvance), so tickets enqueued together take their tags one after
+// another, in the order given, each from the finish of the one before. A ticket without a fairness
+// key takes FairTag(0, now, inc)'s start, now, and its finish is kept nowhere.
+//
+// pgqueue tags a batch of tickets in its enqueue statement, in SQL; its tests check those tags
+// against FairTag.
+func FairTag(lastFinish, now, inc float64) (start, finish float64) {
+	start = FairStart(lastFinish, now)
+	return start, start + inc
+}
+
+// FairAdvance is a line's virtual time after it admits a ticket whose start tag is start, when it was
+// now: the later of the two, so that virtual time never moves back. DecideClaim applies it.
+func FairAdvance(now, start float64) float64 { return max(now, start) }
 
 // ValidateWeight reports whether w is usable as a fairness weight.
 func ValidateWeight(w float64) error {
@@ -46,27 +64,3 @@ func ValidateWeight(w float64) error {
 	}
 	return nil
 }
-
-// FairQueue is an in-memory model of the fair-share tagging that pgqueue does in SQL: it hands out
-// places at enqueue and advances virtual time at admission. It is what the ordering means; pgqueue's
-// tests compare against it. The zero FairQueue is ready to use; it is not safe for concurrent use.
-type FairQueue struct {
-	finish map[string]float64
-	// Now is the virtual time: the start tag of the ticket admitted last.
-	Now float64
-	seq int64
-}
-
-// Enqueue returns the place of a new ticket.
-func (q *FairQueue) Enqueue(priority int, fairnessKey string, cost int64, weight float64) Place {
-	if q.finish == nil {
-		q.finish = map[string]float64{}
-	}
-	start := FairStart(q.finish[fairnessKey], q.Now)
-	q.finish[fairnessKey] = start + FairIncrement(cost, weight)
-	q.seq++
-	return Place{Priority: priority, Start: start, Seq: q.seq}
-}
-
-// Admitted advances virtual time past a ticket at p.
-func (q *FairQueue) Admitted(p Place) { q.Now = math.Max(q.Now, p.Start) }

@@ -10,14 +10,37 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// queued is a ticket waiting in a FairQueue simulation.
+// fairQueue is an in-memory model of one line's fair-share ordering, made of throttle's rules: FairTag
+// at enqueue, FairAdvance at admission. It is what the ordering means; the tests below check that it
+// shares a line as it should. The zero fairQueue is ready to use.
+type fairQueue struct {
+	finish map[string]float64
+	now    float64 // the virtual time: the start tag of the ticket admitted last
+	seq    int64
+}
+
+// Enqueue returns the place of a new ticket.
+func (q *fairQueue) Enqueue(priority int, fairnessKey string, cost int64, weight float64) throttle.Place {
+	if q.finish == nil {
+		q.finish = map[string]float64{}
+	}
+	var start float64
+	start, q.finish[fairnessKey] = throttle.FairTag(q.finish[fairnessKey], q.now, throttle.FairIncrement(cost, weight))
+	q.seq++
+	return throttle.Place{Priority: priority, Start: start, Seq: q.seq}
+}
+
+// Admitted advances virtual time past a ticket at p.
+func (q *fairQueue) Admitted(p throttle.Place) { q.now = throttle.FairAdvance(q.now, p.Start) }
+
+// queued is a ticket waiting in a fairQueue simulation.
 type queued struct {
 	key   string
 	place throttle.Place
 }
 
 // enqueue adds n tickets of key to line.
-func enqueue(q *throttle.FairQueue, line []queued, n int, key string, cost int64, weight float64) []queued {
+func enqueue(q *fairQueue, line []queued, n int, key string, cost int64, weight float64) []queued {
 	for range n {
 		line = append(line, queued{key: key, place: q.Enqueue(0, key, cost, weight)})
 	}
@@ -26,7 +49,7 @@ func enqueue(q *throttle.FairQueue, line []queued, n int, key string, cost int64
 
 // admit admits the first n tickets of line in Place order, advancing q's virtual time as it goes, and
 // returns the keys admitted in order and the tickets left.
-func admit(q *throttle.FairQueue, line []queued, n int) (keys []string, rest []queued) {
+func admit(q *fairQueue, line []queued, n int) (keys []string, rest []queued) {
 	line = slices.Clone(line)
 	slices.SortFunc(line, func(a, b queued) int { return a.place.Compare(b.place) })
 	n = min(n, len(line))
@@ -75,12 +98,12 @@ func TestPlace_Compare(t *testing.T) {
 	})
 }
 
-func TestFairQueue(t *testing.T) {
+func TestFairShare(t *testing.T) {
 	t.Parallel()
 
 	t.Run("LateTenantInterleavesWithBacklog", func(t *testing.T) {
 		t.Parallel()
-		var q throttle.FairQueue
+		var q fairQueue
 		line := enqueue(&q, nil, 100, "A", 1, 1)
 		line = enqueue(&q, line, 10, "B", 1, 1)
 
@@ -96,7 +119,7 @@ func TestFairQueue(t *testing.T) {
 
 	t.Run("WeightsShareTwoToOne", func(t *testing.T) {
 		t.Parallel()
-		var q throttle.FairQueue
+		var q fairQueue
 		line := enqueue(&q, nil, 100, "heavy", 1, 2)
 		line = enqueue(&q, line, 100, "light", 1, 1)
 
@@ -104,7 +127,7 @@ func TestFairQueue(t *testing.T) {
 		require.InDelta(t, 20, countOf(keys, "heavy"), 1, "%v", keys)
 		require.InDelta(t, 10, countOf(keys, "light"), 1, "%v", keys)
 		// And over any longer prefix while both are backlogged.
-		keys, _ = admit(&throttle.FairQueue{}, line, 150)
+		keys, _ = admit(&fairQueue{}, line, 150)
 		require.InDelta(t, 100, countOf(keys, "heavy"), 1)
 		require.InDelta(t, 50, countOf(keys, "light"), 1)
 	})
@@ -112,7 +135,7 @@ func TestFairQueue(t *testing.T) {
 	t.Run("CostsShareByTokens", func(t *testing.T) {
 		t.Parallel()
 		// A's tickets cost 3, B's cost 1, equal weights: B gets three tickets for each of A's.
-		var q throttle.FairQueue
+		var q fairQueue
 		line := enqueue(&q, nil, 50, "A", 3, 1)
 		line = enqueue(&q, line, 50, "B", 1, 1)
 		keys, _ := admit(&q, line, 40)
@@ -122,15 +145,15 @@ func TestFairQueue(t *testing.T) {
 
 	t.Run("IdleKeyDoesNotBankCredit", func(t *testing.T) {
 		t.Parallel()
-		var q throttle.FairQueue
+		var q fairQueue
 		line := enqueue(&q, nil, 100, "A", 1, 1)
 		keys, line := admit(&q, line, 50)
 		require.Equal(t, 50, countOf(keys, "A"))
-		require.Equal(t, 49.0, q.Now, "virtual time is the start tag of the ticket admitted last")
+		require.Equal(t, 49.0, q.now, "virtual time is the start tag of the ticket admitted last")
 
 		// B was idle all along: its first ticket starts at the current virtual time, not at 0.
 		first := q.Enqueue(0, "B", 1, 1)
-		require.Equal(t, q.Now, first.Start)
+		require.Equal(t, q.now, first.Start)
 		line = append(line, queued{key: "B", place: first})
 		line = enqueue(&q, line, 9, "B", 1, 1)
 
@@ -144,7 +167,7 @@ func TestFairQueue(t *testing.T) {
 
 	t.Run("KeyStartsAtItsLastFinishWhenAhead", func(t *testing.T) {
 		t.Parallel()
-		var q throttle.FairQueue
+		var q fairQueue
 		p1 := q.Enqueue(0, "A", 4, 1)
 		p2 := q.Enqueue(0, "A", 1, 2)
 		p3 := q.Enqueue(0, "A", 0, 1)
@@ -155,7 +178,7 @@ func TestFairQueue(t *testing.T) {
 
 	t.Run("PriorityBeatsFairShare", func(t *testing.T) {
 		t.Parallel()
-		var q throttle.FairQueue
+		var q fairQueue
 		line := enqueue(&q, nil, 5, "A", 1, 1)
 		urgent := q.Enqueue(-1, "A", 1, 1) // A's sixth ticket, far behind in fair share
 		line = append(line, queued{key: "urgent", place: urgent})
@@ -165,10 +188,10 @@ func TestFairQueue(t *testing.T) {
 
 	t.Run("AdmittedNeverMovesVirtualTimeBack", func(t *testing.T) {
 		t.Parallel()
-		var q throttle.FairQueue
+		var q fairQueue
 		q.Admitted(throttle.Place{Start: 10})
 		q.Admitted(throttle.Place{Start: 3})
-		require.Equal(t, 10.0, q.Now)
+		require.Equal(t, 10.0, q.now)
 		p := q.Enqueue(0, "late", 1, 1)
 		require.Equal(t, 10.0, p.Start)
 	})
@@ -200,9 +223,74 @@ func TestFairIncrement(t *testing.T) {
 func TestFairStart(t *testing.T) {
 	t.Parallel()
 
-	require.Equal(t, 7.0, throttle.FairStart(7, 3), "a key ahead of virtual time starts at its finish")
-	require.Equal(t, 3.0, throttle.FairStart(1, 3), "an idle key starts at the virtual time")
-	require.Equal(t, 3.0, throttle.FairStart(3, 3))
+	for _, tc := range []struct {
+		name            string
+		lastFinish, now float64
+		want            float64
+	}{
+		{"KeyAheadStartsAtItsFinish", 7, 3, 7},
+		{"IdleKeyStartsAtVirtualTime", 1, 3, 3},
+		{"Equal", 3, 3, 3},
+		{"NewKey", 0, 2.5, 2.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, throttle.FairStart(tc.lastFinish, tc.now))
+		})
+	}
+}
+
+func TestFairTag(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name                 string
+		lastFinish, now, inc float64
+		start, finish        float64
+	}{
+		{"KeyAhead", 7, 3, 2, 7, 9},
+		{"IdleKeyDoesNotBankCredit", 1, 3, 2, 3, 5},
+		{"NoFairnessKeyStartsAtVirtualTime", 0, 4.5, 1, 4.5, 5.5},
+		{"HeavyWeight", 10, 0, 1e-6, 10, 10 + 1e-6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start, finish := throttle.FairTag(tc.lastFinish, tc.now, tc.inc)
+			require.Equal(t, tc.start, start)
+			require.Equal(t, tc.finish, finish)
+		})
+	}
+
+	t.Run("ABatchTakesTagsOneAfterAnother", func(t *testing.T) {
+		t.Parallel()
+		finish, starts := 2.0, []float64{}
+		for _, inc := range []float64{4, 0.5, 1} {
+			var start float64
+			start, finish = throttle.FairTag(finish, 3, inc)
+			starts = append(starts, start)
+		}
+		require.Equal(t, []float64{3, 7, 7.5}, starts)
+		require.Equal(t, 8.5, finish)
+	})
+}
+
+func TestFairAdvance(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name       string
+		now, start float64
+		want       float64
+	}{
+		{"MovesUpToTheStart", 3, 5, 5},
+		{"NeverMovesBack", 10, 3, 10},
+		{"Equal", 4, 4, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, throttle.FairAdvance(tc.now, tc.start))
+		})
+	}
 }
 
 func TestValidateWeight(t *testing.T) {

@@ -69,6 +69,10 @@ func (l Limit) WithDefaults() Limit {
 	return l
 }
 
+// RequestsPerMinute is l's request rate per minute, the unit of its token budgets and of what
+// operators read beside them: RequestsPerSecond times 60. It is 0 when l sets no request rate.
+func (l Limit) RequestsPerMinute() float64 { return l.RequestsPerSecond * 60 }
+
 // Validate reports the first problem with l, naming the field and the bad value. It checks l as
 // given; call WithDefaults first to validate what will be used.
 func (l Limit) Validate() error {

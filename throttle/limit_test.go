@@ -169,3 +169,23 @@ func TestLimit_WithDefaults(t *testing.T) {
 		require.NoError(t, l.Validate())
 	})
 }
+
+func TestLimit_RequestsPerMinute(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name  string
+		limit throttle.Limit
+		want  float64
+	}{
+		{"NoRequestRate", throttle.Limit{Key: "k", MaxConcurrent: 1, TokensPerMinute: 600}, 0},
+		{"WholeRate", throttle.Limit{Key: "k", RequestsPerSecond: 10, Burst: 3}, 600},
+		{"FractionalRate", throttle.Limit{Key: "k", RequestsPerSecond: 0.5}, 30},
+		{"LearnedRate", throttle.EffectiveLimit(throttle.Limit{Key: "k", RequestsPerSecond: 10}, throttle.Limit{RequestsPerSecond: 0.25}), 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, tc.limit.RequestsPerMinute())
+		})
+	}
+}

@@ -148,8 +148,8 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 }
 
 // change is the change the flags given ask for.
-func (lf *limitFlags) change() pgqueue.LimitChange {
-	var c pgqueue.LimitChange
+func (lf *limitFlags) change() throttle.LimitChange {
+	var c throttle.LimitChange
 	if lf.set["max-concurrent"] {
 		n := int(*lf.ints["max-concurrent"])
 		c.MaxConcurrent = &n

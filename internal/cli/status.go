@@ -98,7 +98,7 @@ func statusTable(w io.Writer, st []pgqueue.KeyStatus) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, s.Queued, s.Admitted, s.Running,
 			used(int64(s.State.InflightCount), float64(e.MaxConcurrent), float64(c.MaxConcurrent)),
 			used(s.State.InflightTokens, float64(e.MaxInflightTokens), float64(c.MaxInflightTokens)),
-			used(s.RequestsLastMinute, e.RequestsPerSecond*60, c.RequestsPerSecond*60),
+			used(s.RequestsLastMinute, e.RequestsPerMinute(), c.RequestsPerMinute()),
 			used(s.TokensLastMinute, e.TokensPerMinute, c.TokensPerMinute),
 			used(s.InputTokensLastMinute, e.InputTokensPerMinute, c.InputTokensPerMinute),
 			used(s.OutputTokensLastMinute, e.OutputTokensPerMinute, c.OutputTokensPerMinute),

@@ -1,0 +1,202 @@
+package pgqueue
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// A ticket's release, in one place. A ticket that finishes gives back what it reserved on each of its
+// limits, reconciled with the usage it reported (throttle.ReportedUsage, throttle.ReleasedCost), by
+// one of two roads:
+//   - A completion (CompleteMany) appends the releases, summed per limit, to the release ledger
+//     (releaseAppendSQL), without locking the limit row; the next transaction that holds the row
+//     takes them from the ledger (releaseTakeSQL, in lockAndTake) and folds them into it
+//     (foldReleases). Readers that do not hold the row net the pending releases out (pendingCount,
+//     pendingTokens).
+//   - A requeue, cancel or hand-back releases under the row locks at once (release).
+// Either way the refunds leave the usage history too (usage.refund).
+
+// releaseAppendSQL appends to the release ledger what the tickets of the CTE done released: for each
+// limit key, how many they were, the tokens they had reserved, and the refunds of those whose usage
+// was reported (done.actual >= 0), in all and of output tokens. done has each ticket's cost,
+// output_cost and limit_keys, and actual and actual_output as CompleteMany passes them (actual_output
+// clamped to [0, actual] by throttle.ReportedUsage). It is throttle.ReleasedCost summed per key
+// (Released.Add), in SQL because a completion is one statement for up to MaxCompleteBatch tickets;
+// TestQueue_CompleteManyLedgerMatchesThrottle checks the two agree on random batches.
+const releaseAppendSQL = `
+	INSERT INTO {s}.sluice_release (key, count, reserved, refund, refund_output)
+	SELECT k, count(*), sum(d.cost), coalesce(sum(d.cost - d.actual) FILTER (WHERE d.actual >= 0), 0),
+		coalesce(sum(d.output_cost - d.actual_output) FILTER (WHERE d.actual >= 0), 0)
+	FROM done d, unnest(d.limit_keys) AS k GROUP BY k ORDER BY k
+	RETURNING key`
+
+// releaseTakeSQL deletes from the release ledger the releases of the limit rows of the CTE held, and
+// sums them per key (sums: key, count, reserved, refund, refund_output): two CTEs of lockAndTake.
+const releaseTakeSQL = `taken AS (
+			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held)
+			RETURNING r.key, r.count, r.reserved, r.refund, r.refund_output
+		), sums AS MATERIALIZED (
+			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund,
+				sum(refund_output)::float8 AS refund_output
+			FROM taken GROUP BY key
+		)`
+
+// Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
+// subtracts them from the row's in-flight figures.
+const (
+	pendingCount  = `(SELECT coalesce(sum(r.count), 0)::int FROM {s}.sluice_release r WHERE r.key = l.key)`
+	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
+)
+
+// spent is what a run reported it used: total tokens (negative: not reported), of which output.
+type spent struct{ total, output int64 }
+
+// released is what t gives back to each of its limits, given what it spent.
+func (s spent) released(t Ticket) throttle.Released {
+	used, reported := throttle.ReportedUsage(s.total, s.output)
+	return throttle.ReleasedCost(t.Reserved(), used, reported)
+}
+
+// querier runs a query in a transaction: a pgx.Tx, or a claim's claimTx.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// lockAndTake runs lock, a statement that locks limit rows (selecting limitColumns from sluice_limit,
+// in key order), and in the same statement deletes from the ledger the releases completions appended
+// for the rows it locked (see CompleteMany) and reads the clock. The rows it locked join held, with
+// those releases folded in; a row held already (a transaction's own lock does not skip it) keeps the
+// state the claim has decided so far, and only the new releases are folded into it. It returns the
+// keys the statement locked, in key order, the instant, and whether any release was folded: the
+// caller must then save the rows, since the releases are gone from the ledger. args are lock's, from
+// $2 on; $1 is the injected instant.
+//
+// Only a holder of a limit row's lock takes its releases, so each is applied once; one committed after
+// this statement's snapshot waits for the next. The clock is read after the locks are held and the
+// releases taken, so that no decision uses an instant older than the state it reads (and
+// Bucket.Refill ignores one that is).
+func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
+	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
+		), `+releaseTakeSQL+`, clock AS MATERIALIZED ( -- after every lock and the ledger's delete: it reads both to their end
+			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
+			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums
+		)
+		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0), c.now
+		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
+	if err != nil {
+		return nil, now, false, err
+	}
+	defer rs.Close()
+	sums := map[string]throttle.Released{}
+	for rs.Next() {
+		var (
+			taken bool
+			rel   throttle.Released
+			count int64
+		)
+		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &now)
+		if err != nil {
+			return nil, now, false, err
+		}
+		if _, ok := held[r.limit.Key]; !ok {
+			held[r.limit.Key] = r
+		}
+		keys = append(keys, r.limit.Key)
+		if taken {
+			rel.Count = int(count)
+			sums[r.limit.Key] = rel
+		}
+	}
+	rs.Close() // before Err: closing reads what the round trip sent after the statement (claimTx)
+	if err := rs.Err(); err != nil {
+		return nil, now, false, err
+	}
+	now = now.UTC()
+	return keys, now, foldReleases(held, sums, now), nil
+}
+
+// foldReleases applies the releases lockAndTake took to rows at now and reports whether there were
+// any: the caller must then save the rows, since the releases are gone from the ledger.
+func foldReleases(rows map[string]*limitRow, sums map[string]throttle.Released, now time.Time) bool {
+	for k, sum := range sums {
+		r := rows[k]
+		r.state, r.dirty = r.limit.ReleaseMany(r.state, now, sum), true
+		r.refunded += sum.Refund
+		r.refundedOutput += sum.RefundOutput
+	}
+	return len(sums) > 0
+}
+
+// release gives back the reservations of tickets (each admitted or running, locked by the caller) on
+// every limit they hold, reconciling the token budget with actual usage where it is known. Limit rows
+// are locked in key order, waiting: a release is short and must not be skipped.
+//
+// It returns the instant of the release, read after the locks are taken: a claim that saw the ticket
+// in flight then has an earlier instant, one that did not a later one, so the tickets' admitted_at and
+// finished_at order every pair of decisions on a key as they happened.
+func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []spent) (time.Time, error) {
+	var keys []string
+	for _, t := range ts {
+		keys = append(keys, t.LimitKeys...)
+	}
+	rows, err := q.lockLimits(ctx, tx, keys, false)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now, err := q.now(ctx, tx)
+	if err != nil || len(keys) == 0 {
+		return now, err
+	}
+	used := usage{}
+	for i, t := range ts {
+		rel := actual[i].released(t)
+		refund, refundOutput := int64(math.Round(rel.Refund)), int64(math.Round(rel.RefundOutput))
+		for _, k := range t.LimitKeys {
+			r := rows[k]
+			if r == nil { // the limit was deleted while the ticket ran
+				continue
+			}
+			r.state = r.limit.ReleaseMany(r.state, now, rel)
+			r.dirty = true
+			if refund != 0 || refundOutput != 0 {
+				used.refund(k, now, refund, refundOutput)
+			}
+		}
+	}
+	if err := q.saveLimits(ctx, tx, rows); err != nil {
+		return now, err
+	}
+	// What was given back leaves the usage history too (a 429 requeued counts its request, not its
+	// tokens), under the row locks lockLimits took.
+	if len(used) > 0 {
+		if _, err := tx.Exec(ctx, q.s(usageUpsert(1)), used.args()...); err != nil {
+			return now, err
+		}
+	}
+	slices.Sort(keys)
+	return now, q.notify(ctx, tx, kindWork, slices.Compact(keys)[0])
+}
+
+// refund records tokens reported usage gave back to key, in all and of output, at the instant the
+// claim folded them in: the history counts what was spent, not only what was reserved.
+func (u usage) refund(key string, at time.Time, tokens, output int64) {
+	r := u.row(key, at)
+	r.tokens -= tokens
+	r.input -= tokens - output
+	r.output -= output
+}
+
+// refunds records, at the instant at, the refunds that the releases folded into rows gave back.
+func (u usage) refunds(rows map[string]*limitRow, at time.Time) {
+	for k, r := range rows {
+		if r.refunded != 0 || r.refundedOutput != 0 {
+			u.refund(k, at, int64(math.Round(r.refunded)), int64(math.Round(r.refundedOutput)))
+		}
+	}
+}
