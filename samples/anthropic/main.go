@@ -22,14 +22,18 @@
 // It prints, per mode, the wall time, the 429s and each quota's use over the busy period (first
 // admission to last, see Use), and the input estimate's error against the provider's count.
 //
+//	temporal server start-dev                       # in another terminal: Temporal at localhost:7233
 //	go run ./samples/anthropic                      # sluice and input-only, under 3 minutes
 //	go run ./samples/anthropic -modes sluice,input-only,none   # and none: 40 minutes more
 //	go run ./samples/anthropic -short               # three times the quota: about 25 s per mode
 //	go run ./samples/anthropic -modes sluice -docs 120 -json
-//	go test ./samples/anthropic/                    # the short form, with its assertions
+//	make demo-anthropic                             # Postgres and a Temporal dev server found or started
+//	make test                                       # the short form, with its assertions
 //
-// Postgres is DATABASE_URL, else TEST_DATABASE_URL, else a local one; Temporal is TEMPORAL_ADDRESS,
-// else a dev server started from the temporal CLI named by SLUICE_TEMPORAL_CLI (make bin/temporal).
+// It takes what any program with Sluice takes: a Temporal frontend, -temporal (default
+// $TEMPORAL_ADDRESS, else localhost:7233), and a Postgres, -database (default $DATABASE_URL, else
+// postgres://postgres@localhost:5432/postgres?sslmode=disable), where each mode's Sluice tables go in
+// a schema of their own, dropped at the end. The fake Messages API runs in the process: no API key.
 package main
 
 import (
@@ -44,21 +48,22 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
-
-	"github.com/sluicehq/sluice/internal/temporaltest"
 )
 
 // flags are the command line.
 type flags struct {
-	modes         string
-	short, asJSON bool
-	docs          int
-	afterAdjust   bool
+	temporal, database string
+	modes              string
+	short, asJSON      bool
+	docs               int
+	afterAdjust        bool
 }
 
 func parseFlags() flags {
 	var f flags
+	flag.StringVar(&f.temporal, "temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
+	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
+	flag.StringVar(&f.database, "database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
 	flag.BoolVar(&f.short, "short", false, "three times the quota: about 25 s per mode")
 	flag.StringVar(&f.modes, "modes", "", "modes to run, in order: sluice, input-only, none (default sluice,input-only; none takes long)")
 	flag.IntVar(&f.docs, "docs", 0, "documents to summarise (default 60)")
@@ -110,13 +115,8 @@ func realMain() int {
 		return 2
 	}
 	ctx := context.Background()
-	addr, stop, err := temporalAddress(ctx)
-	if err != nil {
-		stdlog.Print(err)
-		return 1
-	}
-	defer stop()
-	db := cmp.Or(os.Getenv("DATABASE_URL"), os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	addr := cmp.Or(f.temporal, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
+	db := cmp.Or(f.database, os.Getenv("DATABASE_URL"), defaultDatabaseURL)
 
 	cfg.Progress = cmp.Or(cfg.Progress, DefaultConfig().Progress)
 	var progress io.Writer = os.Stdout
@@ -142,24 +142,6 @@ func realMain() int {
 		return 1
 	}
 	return 0
-}
-
-// temporalAddress is TEMPORAL_ADDRESS, or a dev server's started from SLUICE_TEMPORAL_CLI, and
-// what stops it.
-func temporalAddress(ctx context.Context) (string, func(), error) {
-	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
-		return addr, func() {}, nil
-	}
-	path := os.Getenv("SLUICE_TEMPORAL_CLI")
-	if path == "" {
-		return "", nil, fmt.Errorf("set TEMPORAL_ADDRESS to a Temporal server, or SLUICE_TEMPORAL_CLI to a temporal CLI (make bin/temporal)")
-	}
-	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{ExistingPath: path, LogLevel: "error",
-		ClientOptions: &client.Options{Logger: temporaltest.QuietLogger()}, Stdout: io.Discard, Stderr: io.Discard})
-	if err != nil {
-		return "", nil, err
-	}
-	return dev.FrontendHostPort(), func() { dev.Client().Close(); _ = dev.Stop() }, nil
 }
 
 // setup says what runs.

@@ -6,7 +6,8 @@
 // for two replicas: the limits hold across both. At the end it prints, per tenant, the emails sent,
 // the peak concurrency the provider saw and when the first and last send completed.
 //
-//	go run ./samples/email                  # Postgres at DATABASE_URL, Temporal at TEMPORAL_ADDRESS
+//	temporal server start-dev               # in another terminal: Temporal at localhost:7233
+//	go run ./samples/email                  # against it and a local Postgres
 //	go run ./samples/email -n 3             # three times the emails
 //	go run ./samples/email -short           # half the emails
 //	go run ./samples/email -nofair -nocaps  # what Sluice with the provider's cap alone would do
@@ -16,8 +17,10 @@
 // at its own cap while it has a backlog and premium's weight has nothing to decide. It decides when
 // the provider's cap binds first: with -provider below 6, or -nocaps.
 //
-// When TEMPORAL_ADDRESS is unset and SLUICE_TEMPORAL_CLI names a temporal CLI (make test builds one
-// into bin/), it starts a dev server of its own.
+// It takes what any program with Sluice takes: a Temporal frontend, -temporal (default
+// $TEMPORAL_ADDRESS, else localhost:7233), and a Postgres, -database (default $DATABASE_URL, else
+// postgres://postgres@localhost:5432/postgres?sslmode=disable). Sluice's tables go in the schema
+// -schema, created if missing.
 package main
 
 import (
@@ -25,11 +28,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -39,15 +42,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
-	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/throttle"
 )
+
+// defaultDatabaseURL is the Postgres of -database when DATABASE_URL is unset: a local one.
+const defaultDatabaseURL = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
 
 // Email is one message to send. Tenant is who sends it: the fairness key and the per-tenant cap.
 type Email struct {
@@ -267,12 +272,17 @@ func randomHex(n int) string {
 func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("-database: %w", err)
 	}
 	defer pool.Close()
-	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: temporaltest.QuietLogger()})
+	if err := pool.Ping(ctx); err != nil {
+		return Result{}, fmt.Errorf("connect to the Postgres of -database: %w", err)
+	}
+	// The SDK's errors only: its info lines would bury the report.
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: logger})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("connect to Temporal at -temporal %q: %w", temporalAddr, err)
 	}
 	defer c.Close()
 
@@ -399,6 +409,9 @@ func mainErr() error {
 	noCaps := flag.Bool("nocaps", false, "no per-tenant caps (no KeyLimits)")
 	stagger := flag.Duration("stagger", 0, "how long after bigco's emails the others' are scheduled (default n seconds)")
 	schema := flag.String("schema", "sluice_email", "Postgres schema for Sluice's tables")
+	temporalAddr := flag.String("temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
+	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
+	databaseURL := flag.String("database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
 	flag.Parse()
 	if *n < 1 {
 		return fmt.Errorf("-n must be >= 1, got %d", *n)
@@ -412,23 +425,9 @@ func mainErr() error {
 		cfg.Stagger = *stagger
 	}
 
-	ctx := context.Background()
-	addr := os.Getenv("TEMPORAL_ADDRESS")
-	if addr == "" {
-		path := os.Getenv("SLUICE_TEMPORAL_CLI")
-		if path == "" {
-			return errors.New("set TEMPORAL_ADDRESS to a Temporal server, or SLUICE_TEMPORAL_CLI to a temporal CLI (make bin/temporal)")
-		}
-		dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{ExistingPath: path, LogLevel: "error",
-			ClientOptions: &client.Options{Logger: temporaltest.QuietLogger()}, Stdout: io.Discard, Stderr: io.Discard})
-		if err != nil {
-			return err
-		}
-		defer func() { _ = dev.Stop() }()
-		addr = dev.FrontendHostPort()
-	}
-	db := cmp.Or(os.Getenv("DATABASE_URL"), os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	res, err := run(ctx, cfg, db, addr)
+	addr := cmp.Or(*temporalAddr, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
+	db := cmp.Or(*databaseURL, os.Getenv("DATABASE_URL"), defaultDatabaseURL)
+	res, err := run(context.Background(), cfg, db, addr)
 	if err != nil {
 		return err
 	}

@@ -18,13 +18,19 @@
 // distribution. The second scenario, fanout, is one workflow summarising 120 documents at once.
 //
 //	make demo                                   # Postgres and a Temporal dev server are found or started
+//
+//	temporal server start-dev --dynamic-config-value matching.enableFairness=true   # in another terminal
+//	go run ./samples/llm                        # against it and a local Postgres
 //	go run ./samples/llm -json                  # one JSON object per mode instead of the table
 //	go run ./samples/llm -report /tmp/r.html    # where the report goes
 //	go run ./samples/llm -scenario fanout -docs 60 -tpm 30000 -rpm 120 -modes sluice
 //
-// Postgres is DATABASE_URL, else TEST_DATABASE_URL, else a local one; Temporal is TEMPORAL_ADDRESS,
-// else a dev server started from the temporal CLI named by SLUICE_TEMPORAL_CLI (make bin/temporal),
-// with the fairness its matching service supports turned on.
+// It takes what any program with Sluice takes: a Temporal frontend, -temporal (default
+// $TEMPORAL_ADDRESS, else localhost:7233), and a Postgres, -database (default $DATABASE_URL, else
+// postgres://postgres@localhost:5432/postgres?sslmode=disable), where each mode's Sluice tables go in
+// a schema of their own, dropped at the end. The temporal mode's fairness keys need the server's
+// fairness turned on (matching.enableFairness, Temporal server 1.29 and later, as above); without it
+// that mode runs with the task queues' rates alone.
 package main
 
 import (
@@ -40,18 +46,11 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
-
-	"github.com/sluicehq/sluice/internal/temporaltest"
 )
-
-// FairnessArgs turn on the dev server's priority and fairness matching (Temporal server 1.29:
-// matching.enableFairness, which implies matching.useNewMatcher), so that the temporal mode's
-// fairness keys and priorities take effect.
-var FairnessArgs = []string{"--dynamic-config-value", "matching.enableFairness=true"}
 
 // flags are the command line.
 type flags struct {
+	temporal, database      string
 	scenario, modes, report string
 	short, asJSON           bool
 	docs                    int
@@ -60,6 +59,9 @@ type flags struct {
 
 func parseFlags() flags {
 	var f flags
+	flag.StringVar(&f.temporal, "temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
+	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
+	flag.StringVar(&f.database, "database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
 	flag.StringVar(&f.scenario, "scenario", "shared", "shared (a backfill and an assistant share one quota) or fanout (one workflow, 120 documents)")
 	flag.BoolVar(&f.short, "short", false, "a small quick configuration, seconds per mode")
 	flag.IntVar(&f.docs, "docs", 0, "fanout: documents to summarise (default 120, -short 12)")
@@ -107,35 +109,12 @@ func realMain() int {
 		return 2
 	}
 	ctx := context.Background()
-	addr, stop, err := temporalAddress(ctx)
-	if err != nil {
-		stdlog.Print(err)
-		return 1
-	}
-	defer stop()
-	db := cmp.Or(os.Getenv("DATABASE_URL"), os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	addr := cmp.Or(f.temporal, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
+	db := cmp.Or(f.database, os.Getenv("DATABASE_URL"), defaultDatabaseURL)
 	if f.scenario == "fanout" {
 		return fanoutMain(ctx, f, modes, db, addr)
 	}
 	return sharedMain(ctx, f, modes, db, addr)
-}
-
-// temporalAddress is TEMPORAL_ADDRESS, or a dev server's started from SLUICE_TEMPORAL_CLI, and
-// what stops it.
-func temporalAddress(ctx context.Context) (string, func(), error) {
-	if addr := os.Getenv("TEMPORAL_ADDRESS"); addr != "" {
-		return addr, func() {}, nil
-	}
-	path := os.Getenv("SLUICE_TEMPORAL_CLI")
-	if path == "" {
-		return "", nil, fmt.Errorf("set TEMPORAL_ADDRESS to a Temporal server, or SLUICE_TEMPORAL_CLI to a temporal CLI (make bin/temporal)")
-	}
-	dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{ExistingPath: path, LogLevel: "error", ExtraArgs: FairnessArgs,
-		ClientOptions: &client.Options{Logger: temporaltest.QuietLogger()}, Stdout: io.Discard, Stderr: io.Discard})
-	if err != nil {
-		return "", nil, err
-	}
-	return dev.FrontendHostPort(), func() { _ = dev.Stop() }, nil
 }
 
 // sharedMain runs the shared scenario and prints its table or JSON, and writes its report.

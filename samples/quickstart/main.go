@@ -2,13 +2,17 @@
 // allows 3 at a time and 10 requests per second, across two workers, with Sluice enforcing both
 // limits globally. It prints the peak concurrency the activities saw and the admitted rate.
 //
-//	go run ./samples/quickstart            # Postgres at DATABASE_URL, Temporal at TEMPORAL_ADDRESS
+//	temporal server start-dev                # in another terminal: Temporal at localhost:7233
+//	go run ./samples/quickstart              # against it and a local Postgres
+//	go run ./samples/quickstart -temporal temporal.internal:7233 -database postgres://app@db/app
+//
+// It takes what any program with Sluice takes: a Temporal frontend, -temporal (default
+// $TEMPORAL_ADDRESS, else localhost:7233), and a Postgres, -database (default $DATABASE_URL, else
+// postgres://postgres@localhost:5432/postgres?sslmode=disable). Sluice's tables go in the schema
+// -schema, created if missing.
 //
 // With -trace it prints Sluice's spans as they end: each activity's wait in the queue (and why it
 // waited) and its run.
-//
-// When TEMPORAL_ADDRESS is unset and SLUICE_TEMPORAL_CLI names a temporal CLI (make test builds one
-// into bin/), it starts a dev server of its own.
 package main
 
 import (
@@ -16,8 +20,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
@@ -27,14 +31,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
-	"github.com/sluicehq/sluice/internal/temporaltest"
 	"github.com/sluicehq/sluice/throttle"
 )
+
+// defaultDatabaseURL is the Postgres of -database when DATABASE_URL is unset: a local one.
+const defaultDatabaseURL = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
 
 // API stands for a rate-limited service; its counters are what the service would see.
 type API struct{ inFlight, peak atomic.Int64 }
@@ -94,12 +100,17 @@ func (printSpans) ForceFlush(context.Context) error { return nil }
 func run(ctx context.Context, dbURL, temporalAddr, schema string, n int, tp trace.TracerProvider) (Result, error) {
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("-database: %w", err)
 	}
 	defer pool.Close()
-	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: temporaltest.QuietLogger()})
+	if err := pool.Ping(ctx); err != nil {
+		return Result{}, fmt.Errorf("connect to the Postgres of -database: %w", err)
+	}
+	// The SDK's errors only: its info lines would bury the result.
+	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: logger})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("connect to Temporal at -temporal %q: %w", temporalAddr, err)
 	}
 	defer c.Close()
 
@@ -138,28 +149,17 @@ func main() {
 	n := flag.Int("n", 50, "activities to fan out")
 	schema := flag.String("schema", "sluice_quickstart", "Postgres schema for Sluice's tables")
 	printTrace := flag.Bool("trace", false, "print Sluice's wait and run spans as they end")
+	temporalAddr := flag.String("temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
+	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
+	databaseURL := flag.String("database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
 	flag.Parse()
 	var tp trace.TracerProvider = noop.NewTracerProvider()
 	if *printTrace {
 		tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(printSpans{}))
 	}
-	ctx := context.Background()
-	addr := os.Getenv("TEMPORAL_ADDRESS")
-	if addr == "" {
-		path := os.Getenv("SLUICE_TEMPORAL_CLI")
-		if path == "" {
-			log.Fatal("set TEMPORAL_ADDRESS to a Temporal server, or SLUICE_TEMPORAL_CLI to a temporal CLI (make bin/temporal)")
-		}
-		dev, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{ExistingPath: path, LogLevel: "error",
-			ClientOptions: &client.Options{Logger: temporaltest.QuietLogger()}, Stdout: io.Discard})
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer func() { _ = dev.Stop() }()
-		addr = dev.FrontendHostPort()
-	}
-	db := cmp.Or(os.Getenv("DATABASE_URL"), os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	res, err := run(ctx, db, addr, *schema, *n, tp)
+	addr := cmp.Or(*temporalAddr, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
+	db := cmp.Or(*databaseURL, os.Getenv("DATABASE_URL"), defaultDatabaseURL)
+	res, err := run(context.Background(), db, addr, *schema, *n, tp)
 	if err != nil {
 		log.Fatal(err)
 	}
