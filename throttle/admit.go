@@ -9,13 +9,13 @@ import (
 // a pause ordered by the provider (a 429). The zero State is an idle limit with full buckets. A State
 // is a value: the functions below return a new one.
 type State struct {
-	Requests       Bucket
-	Tokens         Bucket
-	InputTokens    Bucket
-	OutputTokens   Bucket
-	InflightCount  int
-	InflightTokens int64
-	PausedUntil    time.Time
+	Requests       Bucket    `json:"requests"`
+	Tokens         Bucket    `json:"tokens"`
+	InputTokens    Bucket    `json:"input_tokens"`
+	OutputTokens   Bucket    `json:"output_tokens"`
+	InflightCount  int       `json:"inflight_count"`
+	InflightTokens int64     `json:"inflight_tokens"`
+	PausedUntil    time.Time `json:"paused_until,omitzero"`
 }
 
 // Reason says why a ticket waits.

@@ -11,8 +11,8 @@ import (
 // actual usage above the reservation, and it is paid back by the refill before anything else is
 // admitted. The zero Bucket is full.
 type Bucket struct {
-	Level float64
-	At    time.Time
+	Level float64   `json:"level"`
+	At    time.Time `json:"at,omitzero"`
 }
 
 // Refill returns the bucket as of now, with rate tokens per second added since At and the level capped

@@ -21,35 +21,35 @@ const MaxKeyLen = 200
 type Limit struct {
 	// Key names the limit ("openai", "tenant:acme"). It must be non-empty printable UTF-8 of at most
 	// MaxKeyLen bytes.
-	Key string
+	Key string `json:"key"`
 	// MaxConcurrent caps the tickets admitted and still running. Zero means no cap.
-	MaxConcurrent int
+	MaxConcurrent int `json:"max_concurrent"`
 	// RequestsPerSecond is the rate at which tickets are admitted, refilled continuously. Zero means
 	// no request rate.
-	RequestsPerSecond float64
+	RequestsPerSecond float64 `json:"requests_per_second"`
 	// Burst is how many requests may be admitted at once after an idle spell. Requires
 	// RequestsPerSecond. Defaults to max(1, RequestsPerSecond).
-	Burst float64
+	Burst float64 `json:"burst"`
 	// TokensPerMinute is the token budget, refilled continuously (a true rate, not a fixed window).
 	// Zero means no token budget.
-	TokensPerMinute float64
+	TokensPerMinute float64 `json:"tokens_per_minute"`
 	// TokenBurst is how many tokens may be spent at once after an idle spell. Requires
 	// TokensPerMinute. Defaults to max(1, TokensPerMinute) (one minute's worth).
-	TokenBurst float64
+	TokenBurst float64 `json:"token_burst"`
 	// MaxInflightTokens caps the sum of the tokens reserved by running tickets. Zero means no cap.
-	MaxInflightTokens int64
+	MaxInflightTokens int64 `json:"max_inflight_tokens"`
 	// InputTokensPerMinute is the budget of input tokens (Anthropic's ITPM), refilled continuously,
 	// drawn on by a ticket's Cost.Input. Zero means no input budget.
-	InputTokensPerMinute float64
+	InputTokensPerMinute float64 `json:"input_tokens_per_minute"`
 	// InputTokenBurst is how many input tokens may be spent at once after an idle spell. Requires
 	// InputTokensPerMinute. Defaults to max(1, InputTokensPerMinute).
-	InputTokenBurst float64
+	InputTokenBurst float64 `json:"input_token_burst"`
 	// OutputTokensPerMinute is the budget of output tokens (Anthropic's OTPM), refilled continuously,
 	// drawn on by a ticket's Cost.Output. Zero means no output budget.
-	OutputTokensPerMinute float64
+	OutputTokensPerMinute float64 `json:"output_tokens_per_minute"`
 	// OutputTokenBurst is how many output tokens may be spent at once after an idle spell. Requires
 	// OutputTokensPerMinute. Defaults to max(1, OutputTokensPerMinute).
-	OutputTokenBurst float64
+	OutputTokenBurst float64 `json:"output_token_burst"`
 }
 
 // WithDefaults returns l with its zero-valued bursts filled in. It does not validate.
