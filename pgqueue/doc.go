@@ -27,10 +27,11 @@
 // them at runtime and [Queue.ChangeLimit] changes some fields of one, [Queue.Limit] reads one as
 // configured, [Queue.Pause] and [Queue.Resume] stop and restart admissions on a key, and
 // [Queue.Verify] checks the invariants. The read model is what the sluice command and its dashboard
-// show, in the same types: [Queue.Status] ([KeyStatus]: a limit as configured and as admission
-// applies it, its tickets and its last minute), [Queue.Overview] (every key, sorted and paged),
-// [Queue.Usage] ([UsagePoint]s) and [Queue.Tickets] ([Ticket]s); [MigrationState] says which
-// migrations a schema has. Every change applies at the next admission on every replica.
+// show, in the same types and, in the command's --json and the dashboard's API, the same JSON names:
+// [Queue.Status] ([KeyStatus]: a limit as configured and as admission applies it, its tickets and its
+// last minute), [Queue.Overview] (every key, sorted and paged), [Queue.Usage] ([UsagePoint]s) and
+// [Queue.Tickets] ([Ticket]s, their task tokens and outcomes never in JSON); [MigrationState] says
+// which migrations a schema has. Every change applies at the next admission on every replica.
 //
 //	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"}); err != nil {
 //		log.Fatal(err)

@@ -74,9 +74,11 @@ func learnedColumn(v float64) any {
 type LimitStatus struct {
 	// Configured is the limit as set by UpsertLimits or SQL; Effective is it lowered to what the
 	// provider's headers taught (sluiceactivity.ReportHeaders).
-	Configured, Effective throttle.Limit
-	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause.
-	State throttle.State
+	Configured throttle.Limit `json:"configured"`
+	Effective  throttle.Limit `json:"effective"`
+	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause
+	// (which may be past).
+	State throttle.State `json:"state"`
 }
 
 // LimitStatus returns key's configured and effective limit and its admission state: the light read

@@ -22,49 +22,63 @@ const (
 // MaxOverviewLimit is the most keys one page of an overview may hold.
 const MaxOverviewLimit = 1000
 
-// OverviewParams selects one page of an overview.
+// OverviewParams selects one page of an overview. Its zero value with a Limit set is the first page
+// of every key, by key. Its JSON names (prefix, sort, desc, limit, offset) are those the dashboard's
+// api/overview echoes.
 type OverviewParams struct {
 	// Prefix keeps the keys that start with it (byte-wise); empty keeps every key.
-	Prefix string
+	Prefix string `json:"prefix"`
 	// Sort orders the keys; empty is OverviewByKey. Desc reverses it.
-	Sort OverviewSort
-	Desc bool
+	Sort OverviewSort `json:"sort"`
+	Desc bool         `json:"desc"`
 	// Limit is the page's size, 1 to MaxOverviewLimit; Offset how many keys come before it.
-	Limit, Offset int
+	Limit  int `json:"limit"`
+	Offset int `json:"offset"`
 }
 
-// OverviewRow is one key of an overview: its line, and how much of its limits it uses.
+// OverviewRow is one key of an overview: its line, and how much of its limits it uses. It is a plain
+// value. Its JSON leaves out the times that are zero when unset, and OldestWait, which is the
+// Overview's Now less OldestQueued.
 type OverviewRow struct {
-	Key string
+	Key string `json:"key"`
 	// Queued counts the tickets waiting in the key's line; OldestQueued is as KeyStatus's (the oldest
 	// of the line's head), zero when none waits; OldestWait is Now less it, zero when none waits.
-	Queued       int64
-	OldestQueued time.Time
-	OldestWait   time.Duration
+	Queued       int64         `json:"queued"`
+	OldestQueued time.Time     `json:"oldest_queued,omitzero"`
+	OldestWait   time.Duration `json:"-"`
 	// InflightCount and InflightTokens are the row's in-flight figures net of pending releases, as
 	// admission reads them; MaxConcurrent and MaxInflightTokens their caps (0: none).
-	InflightCount, InflightTokens int64
-	MaxConcurrent                 int
-	MaxInflightTokens             int64
+	InflightCount     int64 `json:"inflight_count"`
+	InflightTokens    int64 `json:"inflight_tokens"`
+	MaxConcurrent     int   `json:"max_concurrent"`
+	MaxInflightTokens int64 `json:"max_inflight_tokens"`
 	// What the key admitted over the minute before Now, and the effective limits per minute (the
 	// configured ones lowered to what the provider's headers taught; 0: not set).
-	RequestsLastMinute, TokensLastMinute, InputTokensLastMinute, OutputTokensLastMinute int64
-	RequestsPerMinute, TokensPerMinute, InputTokensPerMinute, OutputTokensPerMinute     float64
+	RequestsLastMinute     int64   `json:"requests_last_minute"`
+	TokensLastMinute       int64   `json:"tokens_last_minute"`
+	InputTokensLastMinute  int64   `json:"input_tokens_last_minute"`
+	OutputTokensLastMinute int64   `json:"output_tokens_last_minute"`
+	RequestsPerMinute      float64 `json:"requests_per_minute"`
+	TokensPerMinute        float64 `json:"tokens_per_minute"`
+	InputTokensPerMinute   float64 `json:"input_tokens_per_minute"`
+	OutputTokensPerMinute  float64 `json:"output_tokens_per_minute"`
 	// Use is the largest share of a set limit in use: in-flight figures against their caps, and the
 	// last minute's admissions against the rates; 0 when no limit is set. UseOf names that limit:
 	// "concurrency", "inflight_tokens", "requests", "tokens", "input_tokens" or "output_tokens"; empty
 	// when Use is 0.
-	Use   float64
-	UseOf string
-	// PausedUntil is the row's pause, zero when none was set (it may be past).
-	PausedUntil time.Time
+	Use   float64 `json:"use"`
+	UseOf string  `json:"use_of"`
+	// PausedUntil is the row's pause, zero when none was set (it may be past: a pause still on is
+	// after the Overview's Now).
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 }
 
-// Overview is one page of keys, the number of keys that match, and the instant it was read at.
+// Overview is one page of keys, the number of keys that match, and the instant it was read at. It is
+// a plain value; Queue.Overview returns it, with Rows empty but not nil when no key is on the page.
 type Overview struct {
-	Rows  []OverviewRow
-	Total int64
-	Now   time.Time
+	Rows  []OverviewRow `json:"rows"`
+	Total int64         `json:"total"`
+	Now   time.Time     `json:"now"`
 }
 
 // effectiveRate is the rate column c of the row aliased l lowered to what was learned, as
@@ -196,7 +210,7 @@ func (q *Queue) Overview(ctx context.Context, p OverviewParams) (Overview, error
 		out = Overview{Now: now.UTC()}
 		out.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (OverviewRow, error) { return scanOverview(row, &out.Total) })
 		if len(out.Rows) == 1 && out.Rows[0].Key == "" {
-			out.Rows = nil // the empty page's row of the total
+			out.Rows = out.Rows[:0] // the empty page's row of the total; empty, not nil: [] in JSON
 		}
 		return err
 	})

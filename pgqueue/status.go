@@ -11,30 +11,39 @@ import (
 
 // KeyStatus is how one limit stands, for operators: its configuration, what admission applies, its
 // tickets, its line's head and what it admitted over the last minute. It is read in one statement
-// that locks nothing.
+// that locks nothing. It is a plain value; its JSON names (configured, effective, state, queued, ...)
+// are what the sluice command's status --json and the dashboard's api/status serve.
 type KeyStatus struct {
-	// LimitStatus is the limit as configured and as admission applies it, with its state.
+	// LimitStatus is the limit as configured and as admission applies it, with its state. Its
+	// fields stand at the top of the JSON object.
 	LimitStatus
-	// Queued counts the tickets waiting in the key's line; Admitted and Running the tickets holding
-	// the key, admitted and not yet taken by their worker, and running.
-	Queued, Admitted, Running int64
+	// Queued counts the tickets waiting in the key's line.
+	Queued int64 `json:"queued"`
+	// Admitted and Running count the tickets holding the key: admitted and not yet taken by their
+	// worker, and running.
+	Admitted int64 `json:"admitted"`
+	Running  int64 `json:"running"`
 	// QueuedDrawing counts the tickets waiting in any line that draw on the key (a tenant's cap is
 	// drawn on by tickets in the provider's line): Queued and more.
-	QueuedDrawing int64
+	QueuedDrawing int64 `json:"queued_drawing"`
 	// OldestQueued is when the oldest of the 1,000 tickets at the head of the line was written (the
-	// whole line's oldest unless priorities put older tickets further back); zero when none waits.
-	OldestQueued time.Time
+	// whole line's oldest unless priorities put older tickets further back); zero when none waits,
+	// and then left out of the JSON. OldestWait is how long it has waited.
+	OldestQueued time.Time `json:"oldest_queued,omitzero"`
 	// HeadWaitReason is why the ticket at the head of the line last waited ("concurrency", "rate",
 	// "tokens", "input_tokens", "output_tokens", "inflight_tokens", "paused"); empty when none waits
 	// or no claim has looked at it yet.
-	HeadWaitReason string
+	HeadWaitReason string `json:"head_wait_reason"`
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:
 	// tickets, and the tokens they reserved less what reported usage gave back.
-	RequestsLastMinute, TokensLastMinute int64
+	RequestsLastMinute int64 `json:"requests_last_minute"`
+	TokensLastMinute   int64 `json:"tokens_last_minute"`
 	// InputTokensLastMinute and OutputTokensLastMinute are TokensLastMinute's input and output parts.
-	InputTokensLastMinute, OutputTokensLastMinute int64
-	// Now is the database's clock when the status was read.
-	Now time.Time
+	InputTokensLastMinute  int64 `json:"input_tokens_last_minute"`
+	OutputTokensLastMinute int64 `json:"output_tokens_last_minute"`
+	// Now is the database's clock when the status was read: State.PausedUntil after it is a pause
+	// still on.
+	Now time.Time `json:"now"`
 }
 
 // statusColumns follow limitReadColumns in Status's statement; $2 is the instant a minute ago. The
@@ -125,10 +134,11 @@ func unknownKeys[T any](asked []string, found []T, key func(T) string) error {
 // UsagePoint is what a key admitted during one step of a usage series: tickets, and the tokens they
 // reserved, in all and by dimension.
 type UsagePoint struct {
-	At                        time.Time // the step's start
-	Requests                  int64
-	Tokens                    int64
-	InputTokens, OutputTokens int64
+	At           time.Time `json:"at"` // the step's start
+	Requests     int64     `json:"requests"`
+	Tokens       int64     `json:"tokens"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
 }
 
 // Usage returns, for each of keys, what it admitted per step over the window before the database's

@@ -41,44 +41,46 @@ const (
 	OutcomeHandedBack = "handed_back"
 )
 
-// Ticket is one activity invocation's claim on its limits.
+// Ticket is one activity invocation's claim on its limits. It is a plain value. Its JSON (what the
+// sluice command's tickets --json prints) leaves out what is not for operators' eyes: TaskToken, the
+// Outcome's bytes and TraceContext; and the times that are zero when unset.
 type Ticket struct {
-	ID    int64
-	State TicketState
+	ID    int64       `json:"id"`
+	State TicketState `json:"state"`
 	// LineKey is the limit whose line the ticket waits in: the first of LimitKeys.
-	LineKey   string
-	LimitKeys []string
+	LineKey   string   `json:"line_key"`
+	LimitKeys []string `json:"limit_keys"`
 	// Cost is the reservation in tokens, in all; ActualCost the usage reported at completion, in all,
 	// -1 when none was. OutputCost and ActualOutput are their parts of output tokens; the rest is input.
-	Cost         int64
-	ActualCost   int64
-	OutputCost   int64
-	ActualOutput int64
-	Priority     int
-	FairnessKey  string
-	VStart       float64
-	Seq          int64
-	Owner        string
-	Namespace    string
-	WorkflowID   string
-	RunID        string
-	ActivityID   string
-	ActivityType string
-	Attempt      int
-	TaskToken    []byte
-	Deadline     time.Time // zero when none
-	NotBefore    time.Time // zero when none
-	EnqueuedAt   time.Time
-	AdmittedAt   time.Time
-	FinishedAt   time.Time
-	OutcomeKind  string
-	Outcome      []byte
-	Deliveries   int
-	TraceContext string
-	Requeues     int
+	Cost         int64     `json:"cost"`
+	ActualCost   int64     `json:"actual_cost"`
+	OutputCost   int64     `json:"output_cost"`
+	ActualOutput int64     `json:"actual_output"`
+	Priority     int       `json:"priority"`
+	FairnessKey  string    `json:"fairness_key"`
+	VStart       float64   `json:"vstart"`
+	Seq          int64     `json:"seq"`
+	Owner        string    `json:"owner"`
+	Namespace    string    `json:"namespace"`
+	WorkflowID   string    `json:"workflow_id"`
+	RunID        string    `json:"run_id"`
+	ActivityID   string    `json:"activity_id"`
+	ActivityType string    `json:"activity_type"`
+	Attempt      int       `json:"attempt"`
+	TaskToken    []byte    `json:"-"`
+	Deadline     time.Time `json:"deadline,omitzero"`   // zero when none
+	NotBefore    time.Time `json:"not_before,omitzero"` // zero when none
+	EnqueuedAt   time.Time `json:"enqueued_at"`
+	AdmittedAt   time.Time `json:"admitted_at,omitzero"`
+	FinishedAt   time.Time `json:"finished_at,omitzero"`
+	OutcomeKind  string    `json:"outcome_kind,omitempty"`
+	Outcome      []byte    `json:"-"`
+	Deliveries   int       `json:"deliveries"`
+	TraceContext string    `json:"-"`
+	Requeues     int       `json:"requeues"`
 	// WaitReason is why the ticket last waited when a claim looked at it ("concurrency", "rate",
 	// "tokens", "inflight_tokens", "paused"); empty when it only waited behind others in its line.
-	WaitReason string
+	WaitReason string `json:"wait_reason"`
 }
 
 const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_cost, -1), priority, fairness_key, vstart, seq,
@@ -89,6 +91,15 @@ const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_co
 // Reserved is the ticket's reservation by dimension.
 func (t Ticket) Reserved() throttle.Cost {
 	return throttle.CostOf(t.Cost, t.OutputCost)
+}
+
+// Waited is how long t waited for admission: from EnqueuedAt to AdmittedAt, or to now while it has
+// not been admitted.
+func (t Ticket) Waited(now time.Time) time.Duration {
+	if t.AdmittedAt.IsZero() {
+		return now.Sub(t.EnqueuedAt)
+	}
+	return t.AdmittedAt.Sub(t.EnqueuedAt)
 }
 
 func scanTicket(row pgx.Row) (Ticket, error) {
