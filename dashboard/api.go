@@ -15,68 +15,25 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// Limit is a limit as the dashboard's API shows it: rates per second or per minute as named, 0 when
-// not set.
-type Limit struct {
-	MaxConcurrent     int     `json:"max_concurrent"`
-	RequestsPerSecond float64 `json:"requests_per_second"`
-	Burst             float64 `json:"burst"`
-	TokensPerMinute   float64 `json:"tokens_per_minute"`
-	TokenBurst        float64 `json:"token_burst"`
-	MaxInflightTokens int64   `json:"max_inflight_tokens"`
-	// The input and output budgets, for providers that meter them apart (Anthropic's ITPM, OTPM).
-	InputTokensPerMinute  float64 `json:"input_tokens_per_minute"`
-	InputTokenBurst       float64 `json:"input_token_burst"`
-	OutputTokensPerMinute float64 `json:"output_tokens_per_minute"`
-	OutputTokenBurst      float64 `json:"output_token_burst"`
-}
-
-func limitOf(l throttle.Limit) Limit {
-	return Limit{l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens,
-		l.InputTokensPerMinute, l.InputTokenBurst, l.OutputTokensPerMinute, l.OutputTokenBurst}
-}
-
-// Point is one step of a key's usage: tickets admitted and the tokens they reserved, in all and by
-// dimension.
-type Point struct {
-	At           time.Time `json:"at"`
-	Requests     int64     `json:"requests"`
-	Tokens       int64     `json:"tokens"`
-	InputTokens  int64     `json:"input_tokens"`
-	OutputTokens int64     `json:"output_tokens"`
-}
-
-// Key is one limit in the status: what the card of a key shows.
-type Key struct {
-	Key                string     `json:"key"`
-	Configured         Limit      `json:"configured"`
-	Effective          Limit      `json:"effective"`
-	Queued             int64      `json:"queued"`
-	Admitted           int64      `json:"admitted"`
-	Running            int64      `json:"running"`
-	InflightCount      int        `json:"inflight_count"`
-	InflightTokens     int64      `json:"inflight_tokens"`
-	PausedUntil        *time.Time `json:"paused_until"`
-	OldestWaitSeconds  float64    `json:"oldest_wait_s"`
-	HeadWaitReason     string     `json:"head_wait_reason"`
-	RequestsLastMinute int64      `json:"requests_last_minute"`
-	TokensLastMinute   int64      `json:"tokens_last_minute"`
-	// The input and output parts of TokensLastMinute.
-	InputTokensLastMinute  int64   `json:"input_tokens_last_minute"`
-	OutputTokensLastMinute int64   `json:"output_tokens_last_minute"`
-	Usage                  []Point `json:"usage"`
-}
-
 // Status is GET api/status: the keys named by its query (key=a&key=b, at most 100; those that do not
 // exist are left out), or every key when it names none; and the chart's step. The page reads the keys
 // whose cards are open.
 type Status struct {
-	Now       time.Time `json:"now"`
-	Schema    string    `json:"schema"`
-	RefreshMS int64     `json:"refresh_ms"`
-	StepS     float64   `json:"step_s"`
-	Writable  bool      `json:"writable"`
-	Keys      []Key     `json:"keys"`
+	Now       time.Time   `json:"now"`
+	Schema    string      `json:"schema"`
+	RefreshMS int64       `json:"refresh_ms"`
+	StepS     float64     `json:"step_s"`
+	Writable  bool        `json:"writable"`
+	Keys      []StatusKey `json:"keys"`
+}
+
+// StatusKey is one key of Status, what its card shows: the key's pgqueue.KeyStatus, whose JSON
+// fields stand at the top of the key's object (configured, effective, state, queued, ...), and its
+// usage over Options.Window in steps of Options.Step, oldest first; the last step is still filling.
+// Its wait is KeyStatus.OldestWait: the page reads it as now less oldest_queued.
+type StatusKey struct {
+	pgqueue.KeyStatus
+	Usage []pgqueue.UsagePoint `json:"usage"`
 }
 
 func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
@@ -97,20 +54,9 @@ func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := Status{Now: now, Schema: h.q.Schema(), RefreshMS: h.opts.Refresh.Milliseconds(), StepS: h.opts.Step.Seconds(),
-		Writable: h.opts.AllowWrites, Keys: make([]Key, len(st))}
+		Writable: h.opts.AllowWrites, Keys: make([]StatusKey, len(st))}
 	for i, s := range st {
-		k := Key{Key: s.Configured.Key, Configured: limitOf(s.Configured), Effective: limitOf(s.Effective),
-			Queued: s.Queued, Admitted: s.Admitted, Running: s.Running, InflightCount: s.State.InflightCount,
-			InflightTokens: s.State.InflightTokens, OldestWaitSeconds: s.OldestWait().Seconds(),
-			HeadWaitReason: s.HeadWaitReason, RequestsLastMinute: s.RequestsLastMinute, TokensLastMinute: s.TokensLastMinute,
-			InputTokensLastMinute: s.InputTokensLastMinute, OutputTokensLastMinute: s.OutputTokensLastMinute}
-		if p := s.State.PausedUntil; p.After(s.Now) {
-			k.PausedUntil = &p
-		}
-		for _, p := range usage[k.Key] {
-			k.Usage = append(k.Usage, Point(p))
-		}
-		out.Keys[i] = k
+		out.Keys[i] = StatusKey{KeyStatus: s, Usage: usage[s.Configured.Key]}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -192,7 +138,7 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	h.opts.Logger.Info("sluice dashboard: limit changed", "key", l.Key, "limit", fmt.Sprintf("%+v", l), "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, limitOf(l))
+	writeJSON(w, http.StatusOK, l)
 }
 
 // PauseRequest is POST api/pause: stop admissions on Key for Seconds.

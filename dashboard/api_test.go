@@ -109,13 +109,18 @@ func TestDashboard_Status(t *testing.T) {
 	require.Equal(t, l.q.Schema(), st.Schema)
 	require.Len(t, st.Keys, 2)
 	k := st.Keys[0]
-	require.Equal(t, "openai", k.Key)
+	want, err := l.q.Status(context.Background(), "openai")
+	require.NoError(t, err)
+	want[0].Now = k.Now // read again, later
+	require.Equal(t, want[0], k.KeyStatus, "the key's status as pgqueue reads it, through its JSON")
+	require.Equal(t, "openai", k.Configured.Key)
 	require.Equal(t, int64(4), k.Queued)
 	require.Equal(t, int64(2), k.Running)
-	require.Equal(t, int64(1000), k.InflightTokens)
+	require.Equal(t, int64(1000), k.State.InflightTokens)
 	require.Equal(t, int64(2), k.RequestsLastMinute)
 	require.Equal(t, "concurrency", k.HeadWaitReason)
 	require.Equal(t, 60_000.0, k.Effective.TokensPerMinute)
+	require.Positive(t, k.OldestWait())
 	require.Len(t, k.Usage, 60, "10 minutes in steps of 10 s")
 	var tokens int64
 	for _, p := range k.Usage {

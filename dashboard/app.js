@@ -11,6 +11,11 @@
   const tbody = document.querySelector("#keys tbody");
   const fmt = (n) => Number(n).toLocaleString("en-US", { maximumFractionDigits: 1 });
   const dur = (s) => s <= 0 ? "–" : s < 60 ? s.toFixed(1) + " s" : s < 3600 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
+  // waited is how long a line has waited at now (the database's clock), in seconds: 0 when oldest,
+  // its oldest_queued, is left out because none waits.
+  const waited = (oldest, now) => oldest ? (new Date(now) - new Date(oldest)) / 1000 : 0;
+  // pausedAt is a pause still on at now: paused_until is left out when none was set, and may be past.
+  const pausedAt = (until, now) => !!until && new Date(until) > new Date(now);
   const svgNS = "http://www.w3.org/2000/svg";
   const el = (tag, attrs, text) => {
     const e = tag.startsWith("svg:") ? document.createElementNS(svgNS, tag.slice(4)) : document.createElement(tag);
@@ -55,14 +60,15 @@
   const sections = new Map();
 
   function section(k, writable) {
-    let sec = sections.get(k.key);
+    const key = k.configured.key;
+    let sec = sections.get(key);
     if (!sec) {
-      sec = el("section", { class: "card", "data-key": k.key });
+      sec = el("section", { class: "card", "data-key": key });
       const close = el("button", { type: "button", class: "close", "data-action": "close", title: "close this card" }, "×");
-      close.addEventListener("click", () => closeCard(k.key));
+      close.addEventListener("click", () => closeCard(key));
       sec.append(close, el("div", { class: "content" }));
       if (writable) sec.append(formOf(k));
-      sections.set(k.key, sec);
+      sections.set(key, sec);
     }
     sec.querySelector(":scope > .content").replaceWith(card(k));
     if (writable) formOf(k);
@@ -71,17 +77,17 @@
 
   function card(k) {
     const c = el("div", { class: "content" });
-    const e = k.effective, paused = k.paused_until && new Date(k.paused_until) > new Date();
-    const badge = paused ? el("span", { class: "badge paused", "data-field": "state" }, "paused " + new Date(k.paused_until).toLocaleTimeString())
+    const e = k.effective, st = k.state, paused = pausedAt(st.paused_until, k.now);
+    const badge = paused ? el("span", { class: "badge paused", "data-field": "state" }, "paused " + new Date(st.paused_until).toLocaleTimeString())
       : k.queued > 0 ? el("span", { class: "badge waiting", "data-field": "state" }, "waiting on " + (k.head_wait_reason || "its turn"))
       : el("span", { class: "badge", "data-field": "state" }, "flowing");
-    const h = el("h2"); h.append(el("span", {}, k.key), badge); c.append(h);
+    const h = el("h2"); h.append(el("span", {}, k.configured.key), badge); c.append(h);
     const figs = el("div", { class: "figures" });
     figs.append(
       figure("queued", fmt(k.queued), "queued"),
       figure("inflight", fmt(k.admitted + k.running) + (e.max_concurrent ? " / " + fmt(e.max_concurrent) : ""), "in flight"),
-      figure("inflight_tokens", fmt(k.inflight_tokens) + (e.max_inflight_tokens ? " / " + fmt(e.max_inflight_tokens) : ""), "in-flight tokens"),
-      figure("oldest_wait", dur(k.oldest_wait_s), "oldest wait"),
+      figure("inflight_tokens", fmt(st.inflight_tokens) + (e.max_inflight_tokens ? " / " + fmt(e.max_inflight_tokens) : ""), "in-flight tokens"),
+      figure("oldest_wait", dur(waited(k.oldest_queued, k.now)), "oldest wait"),
       figure("requests_last_minute", fmt(k.requests_last_minute) + (e.requests_per_second ? " / " + fmt(e.requests_per_second * 60) : ""), "requests, last min"),
       figure("tokens_last_minute", fmt(k.tokens_last_minute) + (e.tokens_per_minute ? " / " + fmt(e.tokens_per_minute) : ""), "tokens, last min"));
     // Input and output budgets (Anthropic's ITPM and OTPM) show when set.
@@ -110,10 +116,10 @@
   const forms = new Map();
 
   function formOf(k) {
-    let f = forms.get(k.key);
+    let f = forms.get(k.configured.key);
     if (!f) {
       f = steer(k);
-      forms.set(k.key, f);
+      forms.set(k.configured.key, f);
     }
     for (const n of LIMIT_FIELDS) {
       const input = f.elements[n], now = String(k.configured[n]);
@@ -134,7 +140,7 @@
 
   // steer is the form that changes a key: its limits, a pause, a resume.
   function steer(k) {
-    const f = el("form", { class: "steer", "data-key": k.key });
+    const f = el("form", { class: "steer", "data-key": k.configured.key });
     const input = (name, label, value) => {
       const l = el("label", {}, label);
       l.append(el("input", { name: name, type: "number", step: "any", value: value, "data-initial": value }));
@@ -219,12 +225,12 @@
     const o = await getJSON("api/overview?" + q);
     if (seq !== overviewSeq) return;
     view.pages = o.pages;
-    if (!o.keys.length && view.page > o.pages) { // keys went: go back to the last page
+    if (!o.rows.length && view.page > o.pages) { // keys went: go back to the last page
       view.page = o.pages;
       return loadOverview();
     }
     if (firstOverview && !view.prefix && o.total <= AUTO_OPEN) {
-      for (const k of o.keys) if (!opened.includes(k.key)) opened.push(k.key);
+      for (const k of o.rows) if (!opened.includes(k.key)) opened.push(k.key);
     }
     firstOverview = false;
     drawTable(o);
@@ -237,7 +243,7 @@
   // drawTable updates the table's rows in place: a row stays in the page across refreshes (only its
   // cells' text changes), so that a click on its key is never lost to a redraw.
   function drawTable(o) {
-    const trs = o.keys.map((k) => {
+    const trs = o.rows.map((k) => {
       let tr = rows.get(k.key);
       if (!tr) {
         tr = el("tr", { "data-key": k.key });
@@ -250,28 +256,29 @@
       }
       const set = (col, text) => { tr.querySelector('[data-col="' + col + '"]').textContent = text; };
       set("queued", fmt(k.queued));
-      set("oldest_wait", dur(k.oldest_wait_s));
+      set("oldest_wait", dur(waited(k.oldest_queued, o.now)));
       set("inflight", fmt(k.inflight_count) + (k.max_concurrent ? " / " + fmt(k.max_concurrent) : ""));
       set("use", k.use > 0 ? Math.round(k.use * 100) + "% " + k.use_of.replace("_", " ") : "–");
-      set("paused", k.paused_until ? "until " + new Date(k.paused_until).toLocaleTimeString() : "–");
+      const paused = pausedAt(k.paused_until, o.now);
+      set("paused", paused ? "until " + new Date(k.paused_until).toLocaleTimeString() : "–");
       tr.classList.toggle("open", opened.includes(k.key));
-      tr.classList.toggle("paused", !!k.paused_until);
+      tr.classList.toggle("paused", paused);
       return tr;
     });
-    for (const key of rows.keys()) if (!o.keys.some((k) => k.key === key)) rows.delete(key);
+    for (const key of rows.keys()) if (!o.rows.some((k) => k.key === key)) rows.delete(key);
     const same = trs.length === tbody.children.length && trs.every((tr, i) => tbody.children[i] === tr);
     if (!same) tbody.replaceChildren(...trs);
     if (!trs.length) {
-      const td = el("td", { colspan: "6", class: "empty" }, o.prefix ? "No key starts with \"" + o.prefix + "\"." : "No limits yet in schema " + o.schema + ".");
+      const td = el("td", { colspan: "6", class: "empty" }, o.params.prefix ? "No key starts with \"" + o.params.prefix + "\"." : "No limits yet in schema " + o.schema + ".");
       const tr = el("tr"); tr.append(td); tbody.replaceChildren(tr);
     }
-    document.getElementById("total").textContent = fmt(o.total) + (o.total === 1 ? " key" : " keys") + (o.prefix ? " starting with \"" + o.prefix + "\"" : "");
+    document.getElementById("total").textContent = fmt(o.total) + (o.total === 1 ? " key" : " keys") + (o.params.prefix ? " starting with \"" + o.params.prefix + "\"" : "");
     document.getElementById("updated").textContent = "updated " + new Date(o.now).toLocaleTimeString();
     document.getElementById("pageinfo").textContent = "page " + fmt(o.page) + " of " + fmt(o.pages);
     document.getElementById("prev").disabled = o.page <= 1;
     document.getElementById("next").disabled = o.page >= o.pages;
     for (const th of document.querySelectorAll("#keys th[data-sort]")) {
-      th.setAttribute("aria-sort", th.dataset.sort !== o.sort ? "none" : o.dir === "asc" ? "ascending" : "descending");
+      th.setAttribute("aria-sort", th.dataset.sort !== o.params.sort ? "none" : o.params.desc ? "descending" : "ascending");
     }
   }
 
@@ -286,10 +293,10 @@
       stepS = s.step_s || 10;
       keys = s.keys, writable = s.writable;
       // A key that is gone is left out of the answer: its card closes.
-      for (const k of want) if (!keys.some((x) => x.key === k)) opened.splice(opened.indexOf(k), 1);
-      keys.sort((a, b) => opened.indexOf(a.key) - opened.indexOf(b.key));
+      for (const k of want) if (!keys.some((x) => x.configured.key === k)) opened.splice(opened.indexOf(k), 1);
+      keys.sort((a, b) => opened.indexOf(a.configured.key) - opened.indexOf(b.configured.key));
     }
-    const secs = keys.filter((k) => opened.includes(k.key)).map((k) => section(k, writable));
+    const secs = keys.filter((k) => opened.includes(k.configured.key)).map((k) => section(k, writable));
     const same = secs.length === cards.children.length && secs.every((sec, i) => cards.children[i] === sec);
     if (!same) { // cards opened or closed: lay them out again
       for (const key of sections.keys()) if (!opened.includes(key)) { sections.delete(key); forms.delete(key); }

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -55,7 +56,11 @@ func ExampleOverview() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%d keys, page %d of %d\n", o.Total, o.Page, o.Pages)
-	for _, k := range o.Keys {
-		fmt.Printf("%s: %d queued, oldest wait %.0f s, %.0f%% of %s\n", k.Key, k.Queued, k.OldestWaitSeconds, 100*k.Use, k.UseOf)
+	for _, r := range o.Rows { // pgqueue.OverviewRows
+		wait := time.Duration(0) // JSON leaves a row's wait out: it is now less oldest_queued
+		if !r.OldestQueued.IsZero() {
+			wait = o.Now.Sub(r.OldestQueued)
+		}
+		fmt.Printf("%s: %d queued, oldest wait %v, %.0f%% of %s\n", r.Key, r.Queued, wait.Round(time.Second), 100*r.Use, r.UseOf)
 	}
 }

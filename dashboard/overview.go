@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/pgqueue"
@@ -28,118 +27,80 @@ const maxPage = 1_000_000
 // maxCardKeys bounds the keys one GET api/status?key=... may ask for.
 const maxCardKeys = 100
 
-// OverviewKey is one row of the overview's table: a key's line and how much of its limits it uses.
-type OverviewKey struct {
-	Key               string  `json:"key"`
-	Queued            int64   `json:"queued"`
-	OldestWaitSeconds float64 `json:"oldest_wait_s"`
-	// InflightCount and InflightTokens hold the key; MaxConcurrent and MaxInflightTokens are their
-	// caps, 0 when not set.
-	InflightCount     int64 `json:"inflight_count"`
-	MaxConcurrent     int   `json:"max_concurrent"`
-	InflightTokens    int64 `json:"inflight_tokens"`
-	MaxInflightTokens int64 `json:"max_inflight_tokens"`
-	// What the key admitted over the last minute, and the limits per minute admission applies (0: not set).
-	RequestsLastMinute int64   `json:"requests_last_minute"`
-	RequestsPerMinute  float64 `json:"requests_per_minute"`
-	TokensLastMinute   int64   `json:"tokens_last_minute"`
-	TokensPerMinute    float64 `json:"tokens_per_minute"`
-	// Use is the largest share of a limit in use (see pgqueue.OverviewRow.Use), and UseOf names it.
-	Use         float64    `json:"use"`
-	UseOf       string     `json:"use_of"`
-	PausedUntil *time.Time `json:"paused_until"`
-}
-
 // Overview is GET api/overview: one page of the keys, ordered, filtered by prefix, and their count.
+// Its JSON is the pgqueue.Overview's (rows, total, now) with the schema, the page asked for (params,
+// its defaults filled in), its number and how many pages there are.
 //
 // Its query parameters: sort (key, queued, oldest_wait or use; key when not given), dir (asc or desc;
 // asc for key and desc for the others when not given), prefix (keys that start with it), page (from 1)
 // and page_size (1 to MaxPageSize, DefaultPageSize when not given). A bad one is answered 400 with
-// {"error": "..."} naming it and its value.
+// {"error": "..."} naming it and its value. A row's wait, which its JSON leaves out, is now less its
+// oldest_queued.
 type Overview struct {
-	Now      time.Time     `json:"now"`
-	Schema   string        `json:"schema"`
-	Prefix   string        `json:"prefix"`
-	Sort     string        `json:"sort"`
-	Dir      string        `json:"dir"`
-	Page     int           `json:"page"`
-	PageSize int           `json:"page_size"`
-	Pages    int64         `json:"pages"` // at least 1
-	Total    int64         `json:"total"` // the keys that match the prefix
-	Keys     []OverviewKey `json:"keys"`
+	pgqueue.Overview
+	Schema string                 `json:"schema"`
+	Params pgqueue.OverviewParams `json:"params"`
+	Page   int                    `json:"page"`  // from 1
+	Pages  int64                  `json:"pages"` // at least 1
 }
 
-// overviewQuery is what GET api/overview asks for.
-type overviewQuery struct {
-	prefix, sort, dir string
-	page, pageSize    int
-}
-
-// parseOverview reads and checks the query of GET api/overview.
-func parseOverview(v url.Values) (overviewQuery, error) {
+// parseOverview reads and checks the query of GET api/overview: the page it asks for, and its number.
+func parseOverview(v url.Values) (pgqueue.OverviewParams, int, error) {
 	for name, vals := range v {
 		if !slices.Contains([]string{"sort", "dir", "prefix", "page", "page_size"}, name) {
-			return overviewQuery{}, fmt.Errorf("unknown query parameter %q: use sort, dir, prefix, page or page_size", name)
+			return pgqueue.OverviewParams{}, 0, fmt.Errorf("unknown query parameter %q: use sort, dir, prefix, page or page_size", name)
 		}
 		if len(vals) > 1 {
-			return overviewQuery{}, fmt.Errorf("query parameter %s is given %d times", name, len(vals))
+			return pgqueue.OverviewParams{}, 0, fmt.Errorf("query parameter %s is given %d times", name, len(vals))
 		}
 	}
-	q := overviewQuery{prefix: v.Get("prefix"), sort: cmp.Or(v.Get("sort"), "key"), page: 1, pageSize: DefaultPageSize}
-	if !slices.Contains([]string{"key", "queued", "oldest_wait", "use"}, q.sort) {
-		return q, fmt.Errorf("sort must be key, queued, oldest_wait or use, got %q", q.sort)
+	p := pgqueue.OverviewParams{Prefix: v.Get("prefix"), Sort: pgqueue.OverviewSort(cmp.Or(v.Get("sort"), "key")), Limit: DefaultPageSize}
+	page := 1
+	if !slices.Contains([]pgqueue.OverviewSort{pgqueue.OverviewByKey, pgqueue.OverviewByQueued, pgqueue.OverviewByOldestWait, pgqueue.OverviewByUse}, p.Sort) {
+		return p, page, fmt.Errorf("sort must be key, queued, oldest_wait or use, got %q", p.Sort)
 	}
-	q.dir = "desc" // the largest figures first
-	if q.sort == "key" {
-		q.dir = "asc"
+	dir := "desc" // the largest figures first
+	if p.Sort == pgqueue.OverviewByKey {
+		dir = "asc"
 	}
-	q.dir = cmp.Or(v.Get("dir"), q.dir)
-	if q.dir != "asc" && q.dir != "desc" {
-		return q, fmt.Errorf("dir must be asc or desc, got %q", q.dir)
+	dir = cmp.Or(v.Get("dir"), dir)
+	if dir != "asc" && dir != "desc" {
+		return p, page, fmt.Errorf("dir must be asc or desc, got %q", dir)
 	}
-	if !utf8.ValidString(q.prefix) || len(q.prefix) > throttle.MaxKeyLen {
-		return q, fmt.Errorf("prefix must be valid UTF-8 of at most %d bytes, got %q", throttle.MaxKeyLen, q.prefix)
+	p.Desc = dir == "desc"
+	if !utf8.ValidString(p.Prefix) || len(p.Prefix) > throttle.MaxKeyLen {
+		return p, page, fmt.Errorf("prefix must be valid UTF-8 of at most %d bytes, got %q", throttle.MaxKeyLen, p.Prefix)
 	}
 	var err error
 	if s := v.Get("page"); s != "" {
-		if q.page, err = strconv.Atoi(s); err != nil || q.page < 1 || q.page > maxPage {
-			return q, fmt.Errorf("page must be an integer from 1 to %d, got %q", maxPage, s)
+		if page, err = strconv.Atoi(s); err != nil || page < 1 || page > maxPage {
+			return p, page, fmt.Errorf("page must be an integer from 1 to %d, got %q", maxPage, s)
 		}
 	}
 	if s := v.Get("page_size"); s != "" {
-		if q.pageSize, err = strconv.Atoi(s); err != nil || q.pageSize < 1 || q.pageSize > MaxPageSize {
-			return q, fmt.Errorf("page_size must be an integer from 1 to %d, got %q", MaxPageSize, s)
+		if p.Limit, err = strconv.Atoi(s); err != nil || p.Limit < 1 || p.Limit > MaxPageSize {
+			return p, page, fmt.Errorf("page_size must be an integer from 1 to %d, got %q", MaxPageSize, s)
 		}
 	}
-	return q, nil
+	p.Offset = (page - 1) * p.Limit
+	return p, page, nil
 }
 
 func (h *handler) serveOverview(w http.ResponseWriter, r *http.Request) {
-	oq, err := parseOverview(r.URL.Query())
+	p, page, err := parseOverview(r.URL.Query())
 	if err != nil {
 		h.fail(w, http.StatusBadRequest, err)
 		return
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	o, err := h.q.Overview(ctx, pgqueue.OverviewParams{Prefix: oq.prefix, Sort: pgqueue.OverviewSort(oq.sort), Desc: oq.dir == "desc",
-		Limit: oq.pageSize, Offset: (oq.page - 1) * oq.pageSize})
+	o, err := h.q.Overview(ctx, p)
 	if err != nil {
 		h.fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	out := Overview{Now: o.Now, Schema: h.q.Schema(), Prefix: oq.prefix, Sort: oq.sort, Dir: oq.dir, Page: oq.page, PageSize: oq.pageSize,
-		Pages: max(1, (o.Total+int64(oq.pageSize)-1)/int64(oq.pageSize)), Total: o.Total, Keys: make([]OverviewKey, len(o.Rows))}
-	for i, k := range o.Rows {
-		out.Keys[i] = OverviewKey{Key: k.Key, Queued: k.Queued, OldestWaitSeconds: k.OldestWait.Seconds(),
-			InflightCount: k.InflightCount, MaxConcurrent: k.MaxConcurrent, InflightTokens: k.InflightTokens, MaxInflightTokens: k.MaxInflightTokens,
-			RequestsLastMinute: k.RequestsLastMinute, RequestsPerMinute: k.RequestsPerMinute,
-			TokensLastMinute: k.TokensLastMinute, TokensPerMinute: k.TokensPerMinute, Use: k.Use, UseOf: k.UseOf}
-		if p := k.PausedUntil; p.After(o.Now) {
-			out.Keys[i].PausedUntil = &p
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, Overview{Overview: o, Schema: h.q.Schema(), Params: p, Page: page,
+		Pages: max(1, (o.Total+int64(p.Limit)-1)/int64(p.Limit))})
 }
 
 // statusOf reads the status of the keys GET api/status names with key=... (at most maxCardKeys;

@@ -119,7 +119,7 @@ func overview(t *testing.T, base, query string) dashboard.Overview {
 
 func keysOf(o dashboard.Overview) []string {
 	out := []string{}
-	for _, k := range o.Keys {
+	for _, k := range o.Rows {
 		out = append(out, k.Key)
 	}
 	return out
@@ -144,14 +144,12 @@ func TestDashboard_Overview(t *testing.T) {
 		require.Equal(t, int64(10_000), o.Total)
 		require.Equal(t, int64(200), o.Pages)
 		require.Equal(t, 1, o.Page)
-		require.Equal(t, dashboard.DefaultPageSize, o.PageSize)
-		require.Equal(t, "key", o.Sort)
-		require.Equal(t, "asc", o.Dir)
+		require.Equal(t, pgqueue.OverviewParams{Sort: pgqueue.OverviewByKey, Limit: dashboard.DefaultPageSize}, o.Params)
 		require.Equal(t, m.keys[:50], keysOf(o))
-		paused := o.Keys[9]
+		paused := o.Rows[9]
 		require.Equal(t, "tenant:00009", paused.Key)
-		require.NotNil(t, paused.PausedUntil)
-		require.Nil(t, o.Keys[8].PausedUntil)
+		require.True(t, paused.PausedUntil.After(o.Now))
+		require.True(t, o.Rows[8].PausedUntil.IsZero())
 		require.Equal(t, m.keys[len(m.keys)-50:], keysOf(overview(t, base, "page=200")))
 		desc := slices.Clone(m.keys)
 		slices.Reverse(desc)
@@ -160,9 +158,9 @@ func TestDashboard_Overview(t *testing.T) {
 
 	t.Run("ByQueued", func(t *testing.T) {
 		o := overview(t, base, "sort=queued")
-		require.Equal(t, "desc", o.Dir, "the largest first")
+		require.True(t, o.Params.Desc, "the largest first")
 		require.Equal(t, []string{m.busiest, "tenant:00007", "user:0003"}, keysOf(o)[:3])
-		require.Equal(t, []int64{9, 5, 2, 0}, []int64{o.Keys[0].Queued, o.Keys[1].Queued, o.Keys[2].Queued, o.Keys[3].Queued})
+		require.Equal(t, []int64{9, 5, 2, 0}, []int64{o.Rows[0].Queued, o.Rows[1].Queued, o.Rows[2].Queued, o.Rows[3].Queued})
 		rest := without(m.keys, m.busiest, "tenant:00007", "user:0003")
 		require.Equal(t, rest[:47], keysOf(o)[3:], "ties by key")
 		asc := overview(t, base, "sort=queued&dir=asc&page=200")
@@ -172,22 +170,24 @@ func TestDashboard_Overview(t *testing.T) {
 	t.Run("ByOldestWait", func(t *testing.T) {
 		o := overview(t, base, "sort=oldest_wait")
 		require.Equal(t, []string{"user:0003", "tenant:00007", m.busiest}, keysOf(o)[:3])
-		require.InDelta(t, time.Hour.Seconds(), o.Keys[0].OldestWaitSeconds, 60)
-		require.InDelta(t, (30 * time.Minute).Seconds(), o.Keys[1].OldestWaitSeconds, 60)
-		require.InDelta(t, (10 * time.Minute).Seconds(), o.Keys[2].OldestWaitSeconds, 60)
-		require.Zero(t, o.Keys[3].OldestWaitSeconds)
+		wait := func(r pgqueue.OverviewRow) float64 { return o.Now.Sub(r.OldestQueued).Seconds() }
+		require.InDelta(t, time.Hour.Seconds(), wait(o.Rows[0]), 60)
+		require.InDelta(t, (30 * time.Minute).Seconds(), wait(o.Rows[1]), 60)
+		require.InDelta(t, (10 * time.Minute).Seconds(), wait(o.Rows[2]), 60)
+		require.True(t, o.Rows[3].OldestQueued.IsZero(), "none waits")
+		require.Zero(t, o.Rows[0].OldestWait, "JSON leaves the wait out: the page reads it as now less oldest_queued")
 	})
 
 	t.Run("ByUse", func(t *testing.T) {
 		o := overview(t, base, "sort=use")
 		require.Equal(t, []string{m.full, m.third}, keysOf(o)[:2])
-		require.Equal(t, 1.0, o.Keys[0].Use)
-		require.Equal(t, "concurrency", o.Keys[0].UseOf)
-		require.Equal(t, int64(2), o.Keys[0].InflightCount)
-		require.Equal(t, 2, o.Keys[0].MaxConcurrent)
-		require.InDelta(t, 0.3, o.Keys[1].Use, 1e-9)
-		require.Zero(t, o.Keys[2].Use)
-		require.Empty(t, o.Keys[2].UseOf)
+		require.Equal(t, 1.0, o.Rows[0].Use)
+		require.Equal(t, "concurrency", o.Rows[0].UseOf)
+		require.Equal(t, int64(2), o.Rows[0].InflightCount)
+		require.Equal(t, 2, o.Rows[0].MaxConcurrent)
+		require.InDelta(t, 0.3, o.Rows[1].Use, 1e-9)
+		require.Zero(t, o.Rows[2].Use)
+		require.Empty(t, o.Rows[2].UseOf)
 		last := overview(t, base, "sort=use&dir=asc&page=200")
 		require.Equal(t, append(without(m.keys, m.full, m.third)[10_000-2-48:], m.third, m.full), keysOf(last))
 	})
@@ -196,11 +196,12 @@ func TestDashboard_Overview(t *testing.T) {
 		o := overview(t, base, "prefix=tenant:012")
 		require.Equal(t, int64(100), o.Total)
 		require.Equal(t, int64(2), o.Pages)
-		require.Equal(t, "tenant:012", o.Prefix)
+		require.Equal(t, "tenant:012", o.Params.Prefix)
 		require.Equal(t, m.keys[1200:1250], keysOf(o))
 		require.Equal(t, m.keys[1250:1300], keysOf(overview(t, base, "prefix=tenant:012&page=2")))
 		past := overview(t, base, "prefix=tenant:012&page=3")
-		require.Empty(t, past.Keys, "past the last page")
+		require.Empty(t, past.Rows, "past the last page")
+		require.NotNil(t, past.Rows, "[] in JSON, not null")
 		require.Equal(t, int64(100), past.Total, "still counted")
 
 		users := overview(t, base, "prefix=user:&sort=queued&page_size=5")
@@ -214,9 +215,9 @@ func TestDashboard_Overview(t *testing.T) {
 
 	t.Run("PageSize", func(t *testing.T) {
 		o := overview(t, base, "page_size=500&page=20")
-		require.Len(t, o.Keys, 500)
+		require.Len(t, o.Rows, 500)
 		require.Equal(t, m.keys[9500:], keysOf(o))
-		require.Empty(t, overview(t, base, "page_size=500&page=21").Keys)
+		require.Empty(t, overview(t, base, "page_size=500&page=21").Rows)
 	})
 
 	t.Run("BadParameters", func(t *testing.T) {
@@ -249,7 +250,7 @@ func TestDashboard_Overview(t *testing.T) {
 		code, msg := get(t, base+"api/status?key=tenant:00007&key=gone", &st)
 		require.Equal(t, http.StatusOK, code, msg)
 		require.Len(t, st.Keys, 1, "a key that does not exist is left out")
-		require.Equal(t, "tenant:00007", st.Keys[0].Key)
+		require.Equal(t, "tenant:00007", st.Keys[0].Configured.Key)
 		require.Equal(t, int64(5), st.Keys[0].Queued)
 		require.Len(t, st.Keys[0].Usage, 60)
 		code, msg = get(t, base+"api/status?key=", &st)
