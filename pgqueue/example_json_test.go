@@ -12,8 +12,8 @@ import (
 
 // A key's status in JSON, as the sluice command's status --json and the dashboard's api/status serve
 // it: the limit as configured and as admission applies it (here lowered by the provider's headers),
-// the admission state, the line and the last minute. A time that is zero (no pause, a bucket never
-// drawn on, no ticket waiting) is left out.
+// the admission state, the line and the last minute. What is zero because it is not there (a bucket
+// never drawn on, which is full; no pause; no ticket waiting) is left out.
 func ExampleKeyStatus_json() {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	configured := throttle.Limit{Key: "openai", MaxConcurrent: 2, TokensPerMinute: 60_000, TokenBurst: 60_000}
@@ -60,18 +60,9 @@ func ExampleKeyStatus_json() {
 	//     "output_token_burst": 0
 	//   },
 	//   "state": {
-	//     "requests": {
-	//       "level": 0
-	//     },
 	//     "tokens": {
 	//       "level": 12000,
 	//       "at": "2026-12-04T12:00:00Z"
-	//     },
-	//     "input_tokens": {
-	//       "level": 0
-	//     },
-	//     "output_tokens": {
-	//       "level": 0
 	//     },
 	//     "inflight_count": 2,
 	//     "inflight_tokens": 1000

@@ -9,10 +9,10 @@ import (
 // a pause ordered by the provider (a 429). The zero State is an idle limit with full buckets. A State
 // is a value: the functions below return a new one.
 type State struct {
-	Requests       Bucket    `json:"requests"`
-	Tokens         Bucket    `json:"tokens"`
-	InputTokens    Bucket    `json:"input_tokens"`
-	OutputTokens   Bucket    `json:"output_tokens"`
+	Requests       Bucket    `json:"requests,omitzero"`
+	Tokens         Bucket    `json:"tokens,omitzero"`
+	InputTokens    Bucket    `json:"input_tokens,omitzero"`
+	OutputTokens   Bucket    `json:"output_tokens,omitzero"`
 	InflightCount  int       `json:"inflight_count"`
 	InflightTokens int64     `json:"inflight_tokens"`
 	PausedUntil    time.Time `json:"paused_until,omitzero"`
