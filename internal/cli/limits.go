@@ -17,25 +17,6 @@ import (
 
 func isUnknown(err error) bool { return errors.Is(err, pgqueue.ErrUnknownLimit) }
 
-// limitJSON is a limit in the command's JSON: rates per second or minute as their names say, 0 for
-// not set.
-type limitJSON struct {
-	Key               string  `json:"key"`
-	MaxConcurrent     int     `json:"max_concurrent"`
-	RequestsPerSecond float64 `json:"requests_per_second"`
-	Burst             float64 `json:"burst"`
-	TokensPerMinute   float64 `json:"tokens_per_minute"`
-	TokenBurst        float64 `json:"token_burst"`
-	MaxInflightTokens int64   `json:"max_inflight_tokens"`
-	// The input and output budgets, for providers that meter them apart (Anthropic's ITPM, OTPM).
-	InputTokensPerMinute  float64 `json:"input_tokens_per_minute"`
-	InputTokenBurst       float64 `json:"input_token_burst"`
-	OutputTokensPerMinute float64 `json:"output_tokens_per_minute"`
-	OutputTokenBurst      float64 `json:"output_token_burst"`
-}
-
-func toJSON(l throttle.Limit) limitJSON { return limitJSON(l) }
-
 func runLimits(ctx context.Context, r *runner, args []string) error {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "set") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
@@ -68,13 +49,9 @@ func (r *runner) printLimits(ctx context.Context, keys []string) error {
 		return keyErr(err)
 	}
 	if r.g.json {
-		type row struct {
-			Configured limitJSON `json:"configured"`
-			Effective  limitJSON `json:"effective"`
-		}
-		out := make([]row, len(st))
+		out := make([]pgqueue.LimitStatus, len(st))
 		for i, s := range st {
-			out[i] = row{toJSON(s.Configured), toJSON(s.Effective)}
+			out[i] = s.LimitStatus
 		}
 		return writeJSON(r.env.Stdout, out)
 	}

@@ -14,25 +14,12 @@ import (
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
-// statusJSON is one key of `sluice status --json`.
-type statusJSON struct {
-	Key                string    `json:"key"`
-	Queued             int64     `json:"queued"`
-	Admitted           int64     `json:"admitted"`
-	Running            int64     `json:"running"`
-	InflightCount      int       `json:"inflight_count"`
-	InflightTokens     int64     `json:"inflight_tokens"`
-	Configured         limitJSON `json:"configured"`
-	Effective          limitJSON `json:"effective"`
-	RequestsLastMinute int64     `json:"requests_last_minute"`
-	TokensLastMinute   int64     `json:"tokens_last_minute"`
-	// The input and output parts of TokensLastMinute.
-	InputTokensLastMinute  int64      `json:"input_tokens_last_minute"`
-	OutputTokensLastMinute int64      `json:"output_tokens_last_minute"`
-	PausedUntil            *time.Time `json:"paused_until"`
-	OldestWaitSeconds      float64    `json:"oldest_wait_s"`
-	HeadWaitReason         string     `json:"head_wait_reason"`
-	Now                    time.Time  `json:"now"`
+// statusRow is one key of `sluice status --json`: its pgqueue.KeyStatus, whose JSON fields stand at
+// the top of the object, and its oldest wait in seconds, for scripts (jq cannot subtract two RFC 3339
+// times with fractions of a second).
+type statusRow struct {
+	pgqueue.KeyStatus
+	OldestWaitSeconds float64 `json:"oldest_wait_s"`
 }
 
 func runStatus(ctx context.Context, r *runner, args []string) error {
@@ -65,17 +52,10 @@ func (r *runner) printStatus(ctx context.Context, keys []string, every time.Dura
 	})
 }
 
-func statusRows(st []pgqueue.KeyStatus) []statusJSON {
-	out := make([]statusJSON, len(st))
+func statusRows(st []pgqueue.KeyStatus) []statusRow {
+	out := make([]statusRow, len(st))
 	for i, s := range st {
-		out[i] = statusJSON{Key: s.Configured.Key, Queued: s.Queued, Admitted: s.Admitted, Running: s.Running,
-			InflightCount: s.State.InflightCount, InflightTokens: s.State.InflightTokens, Configured: toJSON(s.Configured),
-			Effective: toJSON(s.Effective), RequestsLastMinute: s.RequestsLastMinute, TokensLastMinute: s.TokensLastMinute,
-			InputTokensLastMinute: s.InputTokensLastMinute, OutputTokensLastMinute: s.OutputTokensLastMinute,
-			OldestWaitSeconds: s.OldestWait().Seconds(), HeadWaitReason: s.HeadWaitReason, Now: s.Now}
-		if p := s.State.PausedUntil; p.After(s.Now) {
-			out[i].PausedUntil = &p
-		}
+		out[i] = statusRow{KeyStatus: s, OldestWaitSeconds: s.OldestWait().Seconds()}
 	}
 	return out
 }
@@ -135,36 +115,11 @@ func roundDur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// ticketJSON is one ticket of `sluice tickets --json`.
-type ticketJSON struct {
-	ID            int64      `json:"id"`
-	State         string     `json:"state"`
-	LimitKeys     []string   `json:"limit_keys"`
-	Cost          int64      `json:"cost"`
-	Priority      int        `json:"priority"`
-	FairnessKey   string     `json:"fairness_key"`
-	Namespace     string     `json:"namespace"`
-	WorkflowID    string     `json:"workflow_id"`
-	RunID         string     `json:"run_id"`
-	ActivityID    string     `json:"activity_id"`
-	ActivityType  string     `json:"activity_type"`
-	Attempt       int        `json:"attempt"`
-	Owner         string     `json:"owner"`
-	EnqueuedAt    time.Time  `json:"enqueued_at"`
-	AdmittedAt    *time.Time `json:"admitted_at"`
-	WaitedSeconds float64    `json:"waited_s"`
-	WaitReason    string     `json:"wait_reason"`
-}
-
-func ticketRow(t pgqueue.Ticket, now time.Time) ticketJSON {
-	j := ticketJSON{ID: t.ID, State: string(t.State), LimitKeys: t.LimitKeys, Cost: t.Cost, Priority: t.Priority,
-		FairnessKey: t.FairnessKey, Namespace: t.Namespace, WorkflowID: t.WorkflowID, RunID: t.RunID,
-		ActivityID: t.ActivityID, ActivityType: t.ActivityType, Attempt: t.Attempt, Owner: t.Owner,
-		EnqueuedAt: t.EnqueuedAt, WaitedSeconds: waited(t, now).Seconds(), WaitReason: t.WaitReason}
-	if !t.AdmittedAt.IsZero() {
-		j.AdmittedAt = &t.AdmittedAt
-	}
-	return j
+// ticketRow is one ticket of `sluice tickets --json`: the pgqueue.Ticket, whose JSON fields stand at
+// the top of the object, and how long it waited for admission in seconds (until now while queued).
+type ticketRow struct {
+	pgqueue.Ticket
+	WaitedSeconds float64 `json:"waited_s"`
 }
 
 func runTickets(ctx context.Context, r *runner, args []string) error {
@@ -193,9 +148,9 @@ func runTickets(ctx context.Context, r *runner, args []string) error {
 			return keyErr(err)
 		}
 		if r.g.json {
-			out := make([]ticketJSON, len(ts))
+			out := make([]ticketRow, len(ts))
 			for i, t := range ts {
-				out[i] = ticketRow(t, now)
+				out[i] = ticketRow{Ticket: t, WaitedSeconds: t.Waited(now).Seconds()}
 			}
 			return writeJSON(w, out)
 		}
@@ -203,7 +158,7 @@ func runTickets(ctx context.Context, r *runner, args []string) error {
 		fmt.Fprintln(tw, "ID\tSTATE\tWORKFLOW ID\tACTIVITY TYPE\tATTEMPT\tWAITED\tPRIORITY\tFAIRNESS KEY\tWAITS ON")
 		for _, t := range ts {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.ID, t.State, shown(t.WorkflowID), shown(t.ActivityType),
-				t.Attempt, roundDur(waited(t, now)), t.Priority, shown(t.FairnessKey), orDash(waitsOn(t)))
+				t.Attempt, roundDur(t.Waited(now)), t.Priority, shown(t.FairnessKey), orDash(waitsOn(t)))
 		}
 		return tw.Flush()
 	})
@@ -215,14 +170,6 @@ func waitsOn(t pgqueue.Ticket) string {
 		return ""
 	}
 	return t.WaitReason
-}
-
-// waited is how long t waited for admission: until now while queued.
-func waited(t pgqueue.Ticket, now time.Time) time.Duration {
-	if t.AdmittedAt.IsZero() {
-		return now.Sub(t.EnqueuedAt)
-	}
-	return t.AdmittedAt.Sub(t.EnqueuedAt)
 }
 
 func checkWatch(d time.Duration) error {
