@@ -99,22 +99,12 @@ func (h *handler) sameOrigin(r *http.Request) error {
 	return nil
 }
 
-// LimitChange is POST api/limits: the key, and the fields to change (those left out are kept). A
+// LimitChange is POST api/limits: the key, and throttle.LimitChange in its JSON names (fields left out are kept). A
 // changed rate (requests_per_second, tokens_per_minute, input_tokens_per_minute,
 // output_tokens_per_minute) without its burst puts the burst back to its default. JSON has no NaN or infinity, and a number too large for a float64 is refused.
 type LimitChange struct {
-	Key               string   `json:"key"`
-	MaxConcurrent     *int     `json:"max_concurrent"`
-	RequestsPerSecond *float64 `json:"requests_per_second"`
-	Burst             *float64 `json:"burst"`
-	TokensPerMinute   *float64 `json:"tokens_per_minute"`
-	TokenBurst        *float64 `json:"token_burst"`
-	MaxInflightTokens *int64   `json:"max_inflight_tokens"`
-	// The input and output budgets and their bursts.
-	InputTokensPerMinute  *float64 `json:"input_tokens_per_minute"`
-	InputTokenBurst       *float64 `json:"input_token_burst"`
-	OutputTokensPerMinute *float64 `json:"output_tokens_per_minute"`
-	OutputTokenBurst      *float64 `json:"output_token_burst"`
+	Key string `json:"key"`
+	throttle.LimitChange
 }
 
 func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -125,10 +115,7 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	l, err := h.q.ChangeLimit(ctx, c.Key, throttle.LimitChange{MaxConcurrent: c.MaxConcurrent, RequestsPerSecond: c.RequestsPerSecond,
-		Burst: c.Burst, TokensPerMinute: c.TokensPerMinute, TokenBurst: c.TokenBurst, MaxInflightTokens: c.MaxInflightTokens,
-		InputTokensPerMinute: c.InputTokensPerMinute, InputTokenBurst: c.InputTokenBurst,
-		OutputTokensPerMinute: c.OutputTokensPerMinute, OutputTokenBurst: c.OutputTokenBurst}, false)
+	l, err := h.q.ChangeLimit(ctx, c.Key, c.LimitChange, false)
 	if errors.Is(err, pgqueue.ErrInvalidLimit) {
 		h.fail(w, http.StatusBadRequest, err)
 		return

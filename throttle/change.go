@@ -4,19 +4,20 @@ package throttle
 // limits set, the dashboard); a nil field keeps its value. A rate that changes without its burst
 // given gets its default burst back (a burst sized for the old rate would be wrong for the new one); a
 // rate given unchanged keeps its burst. The zero LimitChange changes nothing. It is a plain value,
-// safe to copy; Apply is what most callers want.
+// safe to copy; Apply is what most callers want. Its JSON names are Limit's, and a field left out
+// of the JSON is nil.
 type LimitChange struct {
-	MaxConcurrent     *int
-	RequestsPerSecond *float64
-	Burst             *float64
-	TokensPerMinute   *float64
-	TokenBurst        *float64
-	MaxInflightTokens *int64
+	MaxConcurrent     *int     `json:"max_concurrent,omitempty"`
+	RequestsPerSecond *float64 `json:"requests_per_second,omitempty"`
+	Burst             *float64 `json:"burst,omitempty"`
+	TokensPerMinute   *float64 `json:"tokens_per_minute,omitempty"`
+	TokenBurst        *float64 `json:"token_burst,omitempty"`
+	MaxInflightTokens *int64   `json:"max_inflight_tokens,omitempty"`
 	// The input and output budgets (Anthropic's ITPM and OTPM) and their bursts.
-	InputTokensPerMinute  *float64
-	InputTokenBurst       *float64
-	OutputTokensPerMinute *float64
-	OutputTokenBurst      *float64
+	InputTokensPerMinute  *float64 `json:"input_tokens_per_minute,omitempty"`
+	InputTokenBurst       *float64 `json:"input_token_burst,omitempty"`
+	OutputTokensPerMinute *float64 `json:"output_tokens_per_minute,omitempty"`
+	OutputTokenBurst      *float64 `json:"output_token_burst,omitempty"`
 }
 
 // Apply returns l with c's fields set. The burst of a rate that changes without its burst given is
