@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -87,7 +87,7 @@ func golden(t *testing.T, name, got, schema string) {
 		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 	}
 	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./internal/cli -update to write it")
+	require.NoError(t, err, "run go test ./cmd/sluice/internal/cli -update to write it")
 	require.Equal(t, string(want), got)
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
