@@ -46,6 +46,17 @@ type deps struct {
 	stopping atomic.Bool
 }
 
+// Each consumer declares the small interface it needs of another service; New wires these to them.
+var (
+	_ outcomeRecorder  = (*Completer)(nil)
+	_ outcomeDeliverer = (*Deliverer)(nil)
+	_ outcomeReporter  = (*Deliverer)(nil)
+	_ heartbeatSender  = (*Heartbeater)(nil)
+	_ ticketRunner     = (*Runner)(nil)
+	_ subscriber       = (*pgqueue.Notifier)(nil)
+	_ claimWaiters     = (*pgqueue.Notifier)(nil)
+)
+
 // checkSoon asks for a self-check: a statement that changes this owner's tickets failed, or its
 // commit's answer was lost, so Postgres and the registry may disagree.
 func (d *deps) checkSoon() {
@@ -88,8 +99,8 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
 	d.enqueuer = newEnqueuer(dp)
-	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
-	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
+	d.heartbeater = &Heartbeater{deps: dp, reporter: d.deliverer}
+	d.runner = &Runner{deps: dp, recorder: d.completer, deliverer: d.deliverer, heartbeat: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
 	d.maintainer = &Maintainer{deps: dp, runner: d.runner, keys: cfg.keys()}
 	d.deps.stopping.Store(true)

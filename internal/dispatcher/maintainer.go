@@ -25,7 +25,7 @@ const pruneEvery = time.Minute
 type Maintainer struct {
 	loops
 	*deps
-	runner  *Runner
+	runner  ticketRunner
 	keys    []string                  // the keys of the gauges: every limit the routes name
 	strikes map[int64]reconcileAction // mismatches seen by the last self-check, by ticket; its loop's own
 }
