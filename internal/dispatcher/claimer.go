@@ -23,7 +23,7 @@ type claimWaiters interface {
 }
 
 // ticketRunner runs an admitted ticket of this owner, already running in Postgres, in a goroutine
-// of its own: the Runner, for the Claimer and the Maintainer's self-check.
+// of its own: the Runner, for the Claimer and the SelfChecker.
 type ticketRunner interface {
 	run(t pgqueue.Ticket)
 }
