@@ -131,7 +131,9 @@ func TestFaults_BadInput(t *testing.T) {
 	require.NoError(t, err)
 	queue := "q-" + testdb.NewSchemaName()
 	svc := throttle.Limit{Key: "svc", MaxConcurrent: 2, RequestsPerSecond: 50, TokensPerMinute: 60_000}
-	a := &faultActs{hold: 10 * time.Millisecond}
+	a := &faultActs{hold: 10 * time.Millisecond, stubborn: make(chan struct{})}
+	endStubbornWork := sync.OnceFunc(func() { close(a.stubborn) })
+	t.Cleanup(endStubbornWork) // a failed case must not leave the activity running
 	opts := faultsOptions(pool, c, schema, svc)
 	opts.Routes["FaultBadCostNegative"] = sluiceinterceptor.Route{Limits: []string{"svc"}, Cost: func([]any) (int64, error) { return -1, nil }}
 	opts.Routes["FaultBadCostHuge"] = sluiceinterceptor.Route{Limits: []string{"svc"}, Cost: func([]any) (int64, error) { return math.MaxInt64, nil }}
@@ -200,12 +202,19 @@ func TestFaults_BadInput(t *testing.T) {
 
 	t.Run("ActivityIgnoresItsDeadline", func(t *testing.T) {
 		start := time.Now()
-		_, err := one(faultsOneInput{Activity: "FaultIgnoreDeadline", Sleep: 4 * time.Second, StartToClose: 2 * time.Second, MaxAttempts: 1})
+		_, err := one(faultsOneInput{Activity: "FaultIgnoreDeadline", StartToClose: 2 * time.Second, MaxAttempts: 1})
 		var timeoutErr *temporal.TimeoutError
 		require.ErrorAs(t, err, &timeoutErr, "Temporal times the attempt out")
 		require.Equal(t, enumspb.TIMEOUT_TYPE_START_TO_CLOSE, timeoutErr.TimeoutType())
 		t.Logf("timed out after %s", time.Since(start).Round(time.Millisecond))
-		// Once the activity returns (4s after it started), its ticket is released.
+		// The activity still works past its deadline: its ticket keeps the slot until it returns.
+		st, err := q.LimitStatus(ctx, "svc")
+		require.NoError(t, err)
+		require.Equal(t, 1, st.State.InflightCount, "the run that ignores its deadline still holds its slot")
+		endStubbornWork()
+		// Once the activity returns, its ticket is released. Polled: the release is the plugin's (the
+		// run's completion, then its delivery, which Temporal answers NotFound) and signals nothing the
+		// test can wait on.
 		require.Eventually(t, func() bool {
 			st, err := q.Status(ctx)
 			if err != nil || len(st) != 1 {

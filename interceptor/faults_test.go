@@ -165,6 +165,8 @@ type faultActs struct {
 	record func(ctx context.Context, key string, attempt int32) (func() error, error)
 	// gate, when set, is waited for after the work, before the result is returned.
 	gate func(ctx context.Context) error
+	// stubborn, closed by the test, ends FaultIgnoreDeadline's work.
+	stubborn chan struct{}
 }
 
 // FaultWork returns 2*x after holding for a while, heartbeating.
@@ -226,9 +228,12 @@ func (a *faultActs) FaultWork(ctx context.Context, x int) (int, error) {
 // FaultPanic panics.
 func (a *faultActs) FaultPanic(ctx context.Context) error { panic("faults: the activity panics") }
 
-// FaultIgnoreDeadline sleeps for d whatever its context says.
-func (a *faultActs) FaultIgnoreDeadline(ctx context.Context, d time.Duration) error {
-	time.Sleep(d)
+// FaultIgnoreDeadline works until the test closes a.stubborn, whatever its context says.
+func (a *faultActs) FaultIgnoreDeadline(ctx context.Context) error {
+	if a.stubborn == nil {
+		return errors.New("faults: FaultIgnoreDeadline needs faultActs.stubborn")
+	}
+	<-a.stubborn
 	return nil
 }
 
@@ -261,9 +266,8 @@ type faultsOneInput struct {
 	Activity     string
 	StartToClose time.Duration
 	MaxAttempts  int32
-	Sleep        time.Duration // FaultIgnoreDeadline
-	Header       http.Header   // FaultHeaders
-	X            int           // FaultWork
+	Header       http.Header // FaultHeaders
+	X            int         // FaultWork
 }
 
 // FaultsOne runs one activity.
@@ -274,8 +278,6 @@ func FaultsOne(ctx workflow.Context, in faultsOneInput) (int, error) {
 	})
 	var args []any
 	switch in.Activity {
-	case "FaultIgnoreDeadline":
-		args = []any{in.Sleep}
 	case "FaultHeaders":
 		args = []any{in.Header}
 	case "FaultWork":
