@@ -77,6 +77,22 @@ func TestFaults_RandomKills(t *testing.T) {
 	result := make(chan error, 1)
 	var sum int
 	go func() { result <- run.Get(ctx, &sum) }()
+	// The recovery watchers below look again at each of the queue's notifications: a survivor's
+	// hand-back of a killed owner's running tickets notifies work, and so do the enqueues of their
+	// activities' retries, which follow every hand-back; completions notify releases.
+	notifier := q.NewNotifier(nil)
+	notifyCtx, stopNotifier := context.WithCancel(ctx)
+	var notifyWG sync.WaitGroup
+	notifyWG.Go(func() { _ = notifier.Run(notifyCtx) })
+	defer func() {
+		stopNotifier()
+		notifyWG.Wait()
+	}()
+	select {
+	case <-notifier.Listening():
+	case <-ctx.Done():
+		t.Fatal("the test's notifier never listened")
+	}
 
 	type kill struct {
 		proc, owner string
@@ -124,8 +140,12 @@ func TestFaults_RandomKills(t *testing.T) {
 		killed = append(killed, k)
 		t.Logf("kill %d: SIGKILL %s %s after start; runs in progress just before: %d; its tickets just after: %v",
 			len(killed), p.name, at.Sub(start).Round(time.Millisecond), running, k.tickets)
+		work, stopWork := notifier.Subscribe(pgqueue.TopicWork())
+		released, stopReleased := notifier.Subscribe(pgqueue.TopicReleased())
 		recWG.Go(func() {
-			for ctx.Err() == nil {
+			defer stopWork()
+			defer stopReleased()
+			for {
 				m, err := ticketStates(ctx, pool, schema)
 				if err == nil && unfinished(m[k.owner]) == 0 {
 					recMu.Lock()
@@ -133,7 +153,12 @@ func TestFaults_RandomKills(t *testing.T) {
 					recMu.Unlock()
 					return
 				}
-				time.Sleep(20 * time.Millisecond)
+				select {
+				case <-work:
+				case <-released:
+				case <-ctx.Done():
+					return
+				}
 			}
 		})
 		live[i] = spawn()
