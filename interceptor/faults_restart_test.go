@@ -26,7 +26,8 @@ import (
 )
 
 // TestFaults_PostgresRestart runs three in-process workers against a private Postgres cluster and
-// restarts it (fast shutdown, 2s down, start) while activities are queued and running. The
+// restarts it (fast shutdown; down until every worker has felt it, a claim and a lease renewal of
+// each failing, which a LeaseTTL/3 of 5s bounds; start) while activities are queued and running. The
 // dispatchers reconnect (claims, owner loops, notification listeners, leases, deliveries, enqueues
 // that failed meanwhile are retried by Temporal), every activity completes once the database is back,
 // the limit holds throughout, and no ticket is left behind.
@@ -59,13 +60,15 @@ func TestFaults_PostgresRestart(t *testing.T) {
 
 	g := newFaultsGate()
 	a := &faultActs{hold: 100 * time.Millisecond, gate: g.wait}
+	var witnesses []*outageWitness
 	for range 3 {
 		opts := faultsOptions(pool, c, schema, throttle.Limit{Key: "svc", MaxConcurrent: maxConc})
 		// A lease longer than the outage: a live worker's tickets are not handed back because the
 		// database was away for a moment.
 		opts.LeaseTTL = 15 * time.Second
-		// Errors only: every loop warns about the database while it is down.
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		w := newOutageWitness()
+		witnesses = append(witnesses, w)
+		opts.Logger = slog.New(w)
 		faultsStartWorker(t, c, queue, opts, a)
 	}
 	start := time.Now()
@@ -110,11 +113,19 @@ func TestFaults_PostgresRestart(t *testing.T) {
 		g.shut()
 		require.Eventually(t, func() bool { return g.waiting.Load() == maxConc }, 3*time.Minute, 5*time.Millisecond,
 			"all %d slots held by runs waiting at the gate", maxConc)
+		for _, w := range witnesses {
+			w.arm()
+		}
 		stopAt := time.Now()
 		require.NoError(t, cluster.Stop("fast"))
-		time.Sleep(2 * time.Second)
+		for i, w := range witnesses {
+			require.True(t, w.felt(ctx), "worker %d never failed a claim and a lease renewal while the database was down", i)
+		}
 		require.NoError(t, cluster.Start(), "server log:\n%s", cluster.Log(20))
 		upAt := time.Now()
+		for _, w := range witnesses {
+			w.disarm()
+		}
 		g.open()
 		outages = append(outages, upAt.Sub(stopAt))
 		var first time.Time
@@ -155,8 +166,83 @@ func TestFaults_PostgresRestart(t *testing.T) {
 		n, time.Since(start).Round(time.Millisecond), restarts, runs(), twice, causes, a.peak.Load(), maxConc)
 	require.LessOrEqual(t, a.peak.Load(), int64(maxConc), "the activities' own observation of concurrency")
 	faultsCheckQueue(t, ctx, q, pool)
-	faultsRow(t, fmt.Sprintf("Postgres restart (fast stop, 2s down), 3 workers, %d activities", n), restarts, 0, twice,
+	faultsRow(t, fmt.Sprintf("Postgres restart (fast stop, down until every worker's claim and lease renewal failed), 3 workers, %d activities", n), restarts, 0, twice,
 		int(max(0, a.peak.Load()-maxConc)), fmt.Sprintf("stop -> first admission: %s (outage %s)", faultsDurations(recoveries), faultsDurations(outages)))
+}
+
+// outageWitness is a worker's log handler: it writes the records of level Error and above to
+// standard error (every loop warns while the database is down), and, while armed, notes the failures
+// that show the worker felt the database go: a failed claim (the Claimer's warning) and a failed
+// lease renewal (the LeaseRenewer's). The one loop polls every PollInterval, the other every
+// LeaseTTL/3, so both come while the database stays down.
+type outageWitness struct {
+	next         slog.Handler
+	armed        *atomic.Bool
+	claim, renew chan struct{} // receive once a claim, a renewal, failed while armed
+}
+
+func newOutageWitness() *outageWitness {
+	return &outageWitness{next: slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}),
+		armed: &atomic.Bool{}, claim: make(chan struct{}, 1), renew: make(chan struct{}, 1)}
+}
+
+// arm forgets what was noted and notes the failures from now on.
+func (w *outageWitness) arm() {
+	for _, ch := range []chan struct{}{w.claim, w.renew} {
+		select {
+		case <-ch:
+		default:
+		}
+	}
+	w.armed.Store(true)
+}
+
+func (w *outageWitness) disarm() { w.armed.Store(false) }
+
+// felt waits for a failed claim and a failed lease renewal since arm; false if ctx ends first.
+func (w *outageWitness) felt(ctx context.Context) bool {
+	for _, ch := range []chan struct{}{w.claim, w.renew} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+func (w *outageWitness) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w *outageWitness) Handle(ctx context.Context, r slog.Record) error {
+	if w.armed.Load() {
+		var ch chan struct{}
+		switch r.Message {
+		case "sluice: claim": // internal/dispatcher's Claimer, on a failed claim
+			ch = w.claim
+		case "sluice: renew lease": // internal/dispatcher's LeaseRenewer, on a failed renewal
+			ch = w.renew
+		}
+		select {
+		case ch <- struct{}{}:
+		default: // noted already, or not a message of interest (ch is nil)
+		}
+	}
+	if r.Level < slog.LevelError {
+		return nil
+	}
+	return w.next.Handle(ctx, r)
+}
+
+func (w *outageWitness) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *w
+	c.next = w.next.WithAttrs(as)
+	return &c
+}
+
+func (w *outageWitness) WithGroup(name string) slog.Handler {
+	c := *w
+	c.next = w.next.WithGroup(name)
+	return &c
 }
 
 // faultsGate holds runs that have done their work until it is open. It starts open.
