@@ -97,8 +97,8 @@ func (p *faultsProxy) down() {
 
 // TestFaults_TemporalOutageDuringCompletion runs a worker process whose Temporal connection goes
 // through a proxy. The activities do their work, then the proxy goes down, and only then do they
-// return: their outcomes are recorded in Postgres while Temporal is unreachable, and delivered once
-// it is back. No activity body runs twice.
+// return: their outcomes are recorded in Postgres while Temporal is unreachable, their deliveries are
+// tried and retried, and they are delivered once it is back. No activity body runs twice.
 func TestFaults_TemporalOutageDuringCompletion(t *testing.T) {
 	t.Parallel()
 	s := temporaltest.Require(t, server)
@@ -156,7 +156,13 @@ func TestFaults_TemporalOutageDuringCompletion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.WorkflowExecutionInfo.GetStatus())
 	require.Len(t, desc.PendingActivities, n, "Temporal has none of the outcomes yet")
-	time.Sleep(time.Until(downAt.Add(5 * time.Second)))
+	// Temporal stays away until the delivery loop has taken every outcome too: each delivery has then
+	// been tried, by the run's own delivery and again by the loop, which pushes the next try back,
+	// while Temporal was unreachable. Polled: the worker is another process, and a take of deliveries
+	// notifies nothing.
+	require.Eventually(t, func() bool {
+		return count(`SELECT count(*) FROM `+tickets+` WHERE state = 'finished' AND deliveries > 0`) == n
+	}, 3*time.Minute, 20*time.Millisecond, "the delivery loop took every outcome while Temporal was unreachable")
 	require.NoError(t, proxy.up())
 	upAt := time.Now()
 	t.Logf("proxy down %s; outcomes recorded %s after it went down", upAt.Sub(downAt).Round(time.Millisecond), recordedIn.Round(time.Millisecond))
@@ -178,6 +184,6 @@ func TestFaults_TemporalOutageDuringCompletion(t *testing.T) {
 	t.Logf("workflow done %s after start, %s after Temporal came back", time.Since(start).Round(time.Millisecond), delivered.Round(time.Millisecond))
 	states := faultsCheckQueue(t, ctx, q, pool)
 	require.Zero(t, states["finished"], "every recorded outcome was delivered and acknowledged")
-	faultsRow(t, fmt.Sprintf("Temporal unreachable for 5s between run and completion, %d activities", n), 1, n-len(l.done), len(twice), 0,
+	faultsRow(t, fmt.Sprintf("Temporal unreachable between run and completion, until every outcome's delivery was retried, %d activities", n), 1, n-len(l.done), len(twice), 0,
 		fmt.Sprintf("Temporal back -> workflow complete: %s", delivered.Round(10*time.Millisecond)))
 }
