@@ -20,14 +20,21 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// mailer stands for an email API with a cap per tenant; it records what it sees.
+// mailer stands for an email API with a cap per tenant; it records what it sees. A call's work lasts
+// until the API is as busy as Sluice may let it be (the provider's cap, and each tenant's, filled as
+// far as the calls not yet made allow): then the oldest call in flight returns. So every cap is
+// reached, without a clock, and a Sluice that admitted less than it may would stall the test.
 type mailer struct {
-	mu       sync.Mutex
-	inFlight map[string]int
-	peak     map[string]int
-	total    int
-	peakAll  int
-	admitted []admittedRun // in the order the runs started
+	mu        sync.Mutex
+	capAll    int             // the provider's cap
+	capTenant int             // each tenant's cap
+	left      map[string]int  // calls not yet made, by tenant
+	calls     []chan struct{} // the calls in flight, oldest first: each returns when its channel is closed
+	inFlight  map[string]int
+	peak      map[string]int
+	total     int
+	peakAll   int
+	admitted  []admittedRun // in the order the runs started
 }
 
 type admittedRun struct {
@@ -40,19 +47,42 @@ func (m *mailer) Send(ctx context.Context, tenant string) error {
 	if !ok {
 		return errors.New("mailer: not run by Sluice")
 	}
+	done := make(chan struct{})
 	m.mu.Lock()
 	m.admitted = append(m.admitted, admittedRun{tenant, info.AdmittedAt})
 	m.inFlight[tenant]++
+	m.left[tenant]--
 	m.total++
 	m.peak[tenant] = max(m.peak[tenant], m.inFlight[tenant])
 	m.peakAll = max(m.peakAll, m.total)
+	m.calls = append(m.calls, done)
+	m.returnOldestIfBusy()
 	m.mu.Unlock()
-	time.Sleep(100 * time.Millisecond) // the API call
+	select {
+	case <-done: // the API call
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	m.mu.Lock()
 	m.inFlight[tenant]--
 	m.total--
+	m.returnOldestIfBusy() // the last calls of a tenant leave slots no call will take
 	m.mu.Unlock()
 	return nil
+}
+
+// returnOldestIfBusy lets the oldest call in flight return once as many calls are in flight as the
+// caps allow, which Send checks as each call starts and ends. m.mu is held. A call ends before its
+// slot is freed and the next call admitted, so the next call finds the counts without it.
+func (m *mailer) returnOldestIfBusy() {
+	busiest := 0
+	for tenant, left := range m.left {
+		busiest += min(m.capTenant, m.inFlight[tenant]+left)
+	}
+	if m.total >= min(m.capAll, busiest) && len(m.calls) > 0 {
+		close(m.calls[0])
+		m.calls = m.calls[1:]
+	}
 }
 
 func SendAll(ctx workflow.Context, tenants []string) error {
@@ -83,7 +113,7 @@ func TestPlugin_PerTenantCapsAndFairShare(t *testing.T) {
 	email := throttle.Limit{Key: "email", MaxConcurrent: 4}
 	require.NoError(t, e.q.UpsertLimits(ctx, email))
 	require.NoError(t, e.q.Pause(ctx, "email", time.Now().Add(time.Hour)))
-	m := &mailer{inFlight: map[string]int{}, peak: map[string]int{}}
+	m := &mailer{capAll: 4, capTenant: 2, left: map[string]int{"big": 40, "small": 8}, inFlight: map[string]int{}, peak: map[string]int{}}
 	tenantOf := func(_ sluiceinterceptor.ActivityInfo, args []any) string { return args[0].(string) }
 	plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 		Logger: testenv.Logger(t),

@@ -68,24 +68,26 @@ func TestQueue_ClaimRace(t *testing.T) {
 	}
 
 	var (
-		stop       atomic.Bool
 		done       atomic.Int64
 		violations []string
 		vmu        sync.Mutex
 		samples    atomic.Int64
 	)
+	runCtx, stop := context.WithCancel(ctx) // stopped once every ticket completed, or at the first violation
+	defer stop()
 	violate := func(format string, args ...any) {
 		vmu.Lock()
 		defer vmu.Unlock()
 		if len(violations) < 20 {
 			violations = append(violations, fmt.Sprintf(format, args...))
 		}
+		stop()
 	}
 
 	// The sampler: one consistent snapshot per statement, from the tickets themselves.
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for !stop.Load() {
+		for runCtx.Err() == nil {
 			problems, err := sampleInflight(ctx, pool, schema, byKey)
 			if err != nil {
 				violate("sampler: %v", err)
@@ -97,6 +99,15 @@ func TestQueue_ClaimRace(t *testing.T) {
 			samples.Add(1)
 		}
 	})
+	// The claimers wait between claims as the dispatcher's do: for work or releases, or until a
+	// blocked line's retry instant.
+	notifier := q.NewNotifier(nil)
+	wg.Go(func() { _ = notifier.Run(runCtx) })
+	select {
+	case <-notifier.Listening():
+	case <-ctx.Done():
+		t.Fatal("the notifier never listened")
+	}
 
 	for c := range claimers {
 		cfg := testdb.PoolConfig(t)
@@ -104,43 +115,69 @@ func TestQueue_ClaimRace(t *testing.T) {
 		cpool := testdb.PoolWith(t, cfg)
 		cq, err := pgqueue.New(cpool, pgqueue.Options{Schema: schema})
 		require.NoError(t, err)
+		complete := func(running *sync.WaitGroup, r raceRun) {
+			running.Go(func() {
+				if err := cq.Complete(ctx, pgqueue.CompleteParams{TicketID: r.id, ActualCost: r.actual, ActualOutput: r.output}); err != nil {
+					violate("complete %d: %v", r.id, err)
+				}
+				if done.Add(1) == int64(nTickets) {
+					stop()
+				}
+			})
+		}
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			waiter := notifier.ClaimWaiter()
+			defer waiter.Close()
 			var running sync.WaitGroup
 			defer running.Wait()
-			for !stop.Load() {
+			var working []raceRun
+			for runCtx.Err() == nil {
 				res, err := cq.Claim(ctx, pgqueue.ClaimParams{Max: 16, MaxLines: 3})
 				if err != nil {
 					violate("claim: %v", err)
 					return
 				}
+				// The claimer's claims are the clock of its runs' work: each run works through 0 to 2
+				// more of them, then completes in a goroutine of its own, racing the next claims of
+				// every claimer.
+				kept := working[:0]
+				for _, r := range working {
+					if r.claims == 0 {
+						complete(&running, r)
+						continue
+					}
+					r.claims--
+					kept = append(kept, r)
+				}
+				working = kept
 				for _, tk := range res.Admitted {
-					work := time.Duration(rng.IntN(1500)) * time.Microsecond
 					// Real usage at or above the estimate, in each dimension: debt only, so admitted
 					// estimates bound the rates.
 					extra := int64(rng.IntN(int(tk.Cost/2) + 1))
-					actual, output := tk.Cost+extra, tk.OutputCost+rng.Int64N(extra+1)
-					running.Go(func() {
-						time.Sleep(work) // the activity's own work
-						if err := cq.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: actual, ActualOutput: output}); err != nil {
-							violate("complete %d: %v", tk.ID, err)
-						}
-						done.Add(1)
-					})
+					working = append(working, raceRun{id: tk.ID, claims: rng.IntN(3), actual: tk.Cost + extra,
+						output: tk.OutputCost + rng.Int64N(extra+1)})
 				}
-				if len(res.Admitted) == 0 {
-					time.Sleep(time.Millisecond) // a real dispatcher waits for a notification or RetryAt
+				if len(res.Admitted) > 0 {
+					continue
+				}
+				// Nothing admitted: the runs end (what they hold may be what the lines wait for), and
+				// the claimer waits as the dispatcher's does.
+				for _, r := range working {
+					complete(&running, r)
+				}
+				working = working[:0]
+				next := 50 * time.Millisecond // the dispatcher's poll, should a notification be lost
+				if !res.RetryAt.IsZero() {
+					next = min(next, max(0, res.RetryAt.Sub(res.Now)))
+				}
+				if next > 0 && !waiter.Wait(runCtx, res.WaitsOnRelease, next) {
+					return
 				}
 			}
 		})
 	}
-	require.Eventually(t, func() bool {
-		vmu.Lock()
-		failed := len(violations) > 0
-		vmu.Unlock()
-		return done.Load() == int64(nTickets) || failed || ctx.Err() != nil
-	}, 11*time.Minute, 20*time.Millisecond)
-	stop.Store(true)
+	<-runCtx.Done()
 	wg.Wait()
 	require.Empty(t, violations)
 	require.Equal(t, int64(nTickets), done.Load())
@@ -154,6 +191,13 @@ func TestQueue_ClaimRace(t *testing.T) {
 		t.Logf("key %q: %d tickets, peak %d in flight, peak %d tokens in flight", key, len(ivs), maxN, maxTok)
 		requireRatesHeld(t, key, byKey[key], ivs)
 	}
+}
+
+// raceRun is a run of TestQueue_ClaimRace: the ticket, the claims of its claimer it works through
+// yet, and the usage its completion reports.
+type raceRun struct {
+	id, actual, output int64
+	claims             int
 }
 
 // sampleInflight reads one snapshot of the tickets in flight (one statement: one consistent view, from

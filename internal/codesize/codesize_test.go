@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestLibrarySizes fails for a library function over MaxFuncLines lines or a library file over
-// MaxFileLines, naming each with its size.
+// TestLibrarySizes fails for a library function over MaxFuncLines lines, a library file over
+// MaxFileLines or a test file over MaxTestFileLines, naming each with its size.
 func TestLibrarySizes(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")
@@ -32,7 +33,17 @@ func TestLibrarySizes(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		if strings.HasSuffix(path, "_test.go") {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if n := strings.Count(string(src), "\n"); n > MaxTestFileLines {
+				over = append(over, rel+": "+strconv.Itoa(n)+" lines (test file)")
+			}
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
@@ -56,5 +67,6 @@ func TestLibrarySizes(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Empty(t, over, "split these (functions <= %d lines, files <= %d lines)", MaxFuncLines, MaxFileLines)
+	require.Empty(t, over, "split these (functions <= %d lines, files <= %d lines, test files <= %d lines)",
+		MaxFuncLines, MaxFileLines, MaxTestFileLines)
 }

@@ -13,8 +13,19 @@ import (
 type Claimer struct {
 	loops
 	*deps
-	notifier *pgqueue.Notifier
-	runner   *Runner
+	notifier claimWaiters
+	runner   ticketRunner
+}
+
+// claimWaiters gives a claimer what it waits on between claims: the dispatcher's pgqueue.Notifier.
+type claimWaiters interface {
+	ClaimWaiter() *pgqueue.ClaimWaiter
+}
+
+// ticketRunner runs an admitted ticket of this owner, already running in Postgres, in a goroutine
+// of its own: the Runner, for the Claimer and the SelfChecker.
+type ticketRunner interface {
+	run(t pgqueue.Ticket)
 }
 
 // Start starts the claim loop.

@@ -46,7 +46,8 @@ func lockTicket(t *testing.T, q *pgqueue.Queue, id int64) (release func()) {
 }
 
 // waitForLockWaiter waits until a statement on q's schema waits for a lock: the completer's (or
-// enqueuer's) statement has reached the row the test holds.
+// enqueuer's) statement has reached the row the test holds. It polls pg_stat_activity: Postgres
+// signals no lock wait, and the statement, blocked inside the service, can signal nothing.
 func waitForLockWaiter(ctx context.Context, t *testing.T, q *pgqueue.Queue) {
 	t.Helper()
 	for {

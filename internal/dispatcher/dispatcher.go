@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,23 @@ type deps struct {
 	enc  encoder
 	log  *slog.Logger
 	life context.Context // cancelled once the dispatcher has stopped: the context of runs' calls
-	// checkNow asks the maintainer for a self-check now: a statement's outcome was unknown.
+	// checkNow asks the SelfChecker for a check now: a statement's outcome was unknown.
 	checkNow chan struct{}
 	// stopping is set while the dispatcher is stopped or stopping: the stop hands back what it
 	// holds, and the self-check leaves the tickets alone.
 	stopping atomic.Bool
 }
+
+// Each consumer declares the small interface it needs of another service; New wires these to them.
+var (
+	_ outcomeRecorder  = (*Completer)(nil)
+	_ outcomeDeliverer = (*Deliverer)(nil)
+	_ outcomeReporter  = (*Deliverer)(nil)
+	_ heartbeatSender  = (*Heartbeater)(nil)
+	_ ticketRunner     = (*Runner)(nil)
+	_ subscriber       = (*pgqueue.Notifier)(nil)
+	_ claimWaiters     = (*pgqueue.Notifier)(nil)
+)
 
 // checkSoon asks for a self-check: a statement that changes this owner's tickets failed, or its
 // commit's answer was lost, so Postgres and the registry may disagree.
@@ -67,7 +79,13 @@ type Dispatcher struct {
 	enqueuer    *Enqueuer
 	deliverer   *Deliverer
 	heartbeater *Heartbeater
-	maintainer  *Maintainer
+	// The maintenance services, one job each; each runs on its own, so that none delays another.
+	leaseRenewer *LeaseRenewer
+	rescuer      *Rescuer
+	gauger       *Gauger
+	forgetter    *Forgetter
+	pruner       *Pruner
+	selfChecker  *SelfChecker
 
 	mu          sync.Mutex // serialises Start and Stop
 	endLife     context.CancelFunc
@@ -88,10 +106,15 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
 	d.enqueuer = newEnqueuer(dp)
-	d.heartbeater = &Heartbeater{deps: dp, deliverer: d.deliverer}
-	d.runner = &Runner{deps: dp, completer: d.completer, deliverer: d.deliverer, heartbeater: d.heartbeater, notifier: d.notifier}
+	d.heartbeater = &Heartbeater{deps: dp, reporter: d.deliverer}
+	d.runner = &Runner{deps: dp, recorder: d.completer, deliverer: d.deliverer, heartbeat: d.heartbeater, notifier: d.notifier}
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
-	d.maintainer = &Maintainer{deps: dp, runner: d.runner, keys: cfg.keys()}
+	d.leaseRenewer = &LeaseRenewer{deps: dp}
+	d.rescuer = &Rescuer{deps: dp}
+	d.gauger = &Gauger{deps: dp, keys: cfg.keys()}
+	d.forgetter = &Forgetter{deps: dp}
+	d.pruner = &Pruner{deps: dp, interval: pruneEvery}
+	d.selfChecker = &SelfChecker{deps: dp, runner: d.runner}
 	d.deps.stopping.Store(true)
 	return d, nil
 }
@@ -120,7 +143,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return fmt.Errorf("sluice: %w", err)
 	}
 	d.deps.life, d.endLife = context.WithCancel(context.WithoutCancel(ctx))
-	started := []interface{ Start(context.Context) error }{d.completer, d.deliverer, d.heartbeater, d.maintainer, d.runner, d.enqueuer, d.claimer}
+	started := append([]service{d.completer, d.deliverer, d.heartbeater}, d.maintenance()...)
+	started = append(started, d.runner, d.enqueuer, d.claimer)
 	err := d.notify.start(ctx, func(ctx context.Context) { _ = d.notifier.Run(ctx) })
 	for _, s := range started {
 		if err != nil {
@@ -167,10 +191,18 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 	}
 }
 
+// maintenance returns the maintenance services in the order they start.
+func (d *Dispatcher) maintenance() []service {
+	return []service{d.leaseRenewer, d.rescuer, d.gauger, d.forgetter, d.pruner, d.selfChecker}
+}
+
 // stopServices stops every service, the last started first.
 func (d *Dispatcher) stopServices(ctx context.Context) error {
-	return errors.Join(d.claimer.Stop(ctx), d.enqueuer.Stop(ctx), d.runner.Stop(ctx), d.maintainer.Stop(ctx), d.heartbeater.Stop(ctx),
-		d.deliverer.Stop(ctx), d.completer.Stop(ctx), d.notify.stop(ctx))
+	errs := []error{d.claimer.Stop(ctx), d.enqueuer.Stop(ctx), d.runner.Stop(ctx)}
+	for _, s := range slices.Backward(d.maintenance()) {
+		errs = append(errs, s.Stop(ctx))
+	}
+	return errors.Join(append(errs, d.heartbeater.Stop(ctx), d.deliverer.Stop(ctx), d.completer.Stop(ctx), d.notify.stop(ctx))...)
 }
 
 // handBackOwn hands this owner's unfinished tickets back to Temporal and delivers the hand-backs. The

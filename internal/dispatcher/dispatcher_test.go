@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,12 +47,21 @@ type testSetup struct {
 func testConfig(t *testing.T, limits ...throttle.Limit) testSetup {
 	t.Helper()
 	c := temporaltest.Require(t, server).Client(t)
+	s := dbConfig(t, limits...)
+	s.Client = c
+	return s
+}
+
+// dbConfig is testConfig without a Temporal client, for the services that talk to Postgres only (the
+// maintenance services): their tests run without the dev server.
+func dbConfig(t *testing.T, limits ...throttle.Limit) testSetup {
+	t.Helper()
 	q := testdb.Engine(t, pgqueue.Options{})
 	if len(limits) > 0 {
 		require.NoError(t, q.UpsertLimits(context.Background(), limits...))
 	}
 	return testSetup{Queue: q, Config: Config{
-		Pool: q.Pool(), Schema: q.Schema(), Client: c, Owner: "owner-" + t.Name(), Identity: "test", MaxHeld: 100,
+		Pool: q.Pool(), Schema: q.Schema(), Owner: "owner-" + t.Name(), Identity: "test", MaxHeld: 100,
 		LeaseTTL: 15 * time.Second, PollInterval: 50 * time.Millisecond, HeartbeatInterval: time.Second,
 		ClaimBatch: 10, SelfCheckInterval: time.Second, DataConverter: converter.GetDefaultDataConverter(),
 		FailureConverter: temporal.GetDefaultFailureConverter(), Logger: testenv.Logger(t),
@@ -65,20 +76,19 @@ func newDispatcher(t testing.TB, s testSetup) *Dispatcher {
 	return d
 }
 
-// service is what every service of the package is.
-type service interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-}
-
 func TestServices_StartStop(t *testing.T) {
 	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
 	ctx := context.Background()
 	d := newDispatcher(t, cfg)
-	for name, s := range map[string]service{
-		"Claimer": d.claimer, "Runner": d.runner, "Completer": d.completer,
-		"Deliverer": d.deliverer, "Heartbeater": d.heartbeater, "Maintainer": d.maintainer,
-	} {
+	services := map[string]service{
+		"Claimer": d.claimer, "Runner": d.runner, "Completer": d.completer, "Enqueuer": d.enqueuer,
+		"Deliverer": d.deliverer, "Heartbeater": d.heartbeater, "LeaseRenewer": d.leaseRenewer, "Rescuer": d.rescuer,
+		"Gauger": d.gauger, "Forgetter": d.forgetter, "Pruner": d.pruner, "SelfChecker": d.selfChecker,
+	}
+	for _, s := range d.maintenance() {
+		require.Contains(t, slices.Collect(maps.Values(services)), s, "every maintenance service is checked")
+	}
+	for name, s := range services {
 		t.Run(name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			require.NoError(t, s.Stop(ctx), "Stop before Start is safe")

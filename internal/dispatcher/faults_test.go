@@ -75,7 +75,10 @@ func (b *faultBundle) enqueue(t *testing.T, name string, cost int64, run RunFunc
 	return inv, err
 }
 
-// waitFor polls the database (a row's state, a count) until cond holds, within testDeadline.
+// waitFor polls the database (a row's state, a count) until cond holds, within testDeadline. It is for
+// outcomes no one service signals: a ticket finishes through the runner, the completer, a hand-back
+// or another process's deliverer, and the test waits for whichever comes. Events a service signals
+// are waited for with its test signal.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	for !cond() {
@@ -300,6 +303,8 @@ func TestFaults_LeaseRenewalAnswerLost(t *testing.T) {
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	b.cfg.LeaseTTL = 3 * time.Second
 	b.d = newDispatcher(t, b.cfg)
+	renewed := &b.d.leaseRenewer.signals.Renewed
+	renewed.Init()
 	b.start(t, ctx)
 	release := make(chan struct{})
 	_, err := b.enqueue(t, "a", 10, func(ctx context.Context) (any, error) {
@@ -309,23 +314,16 @@ func TestFaults_LeaseRenewalAnswerLost(t *testing.T) {
 	require.NoError(t, err)
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool { return r.Contains("sluice_owner") && r.Contains("INSERT") })
 	fired(t, ctx, f)
-	// The next renewal, a LeaseTTL/3 later, keeps the lease: the running ticket is not handed back.
-	renewed := b.renewals(t, ctx)
-	waitFor(t, ctx, "the lease to be renewed again", func() bool { return b.renewals(t, ctx).After(renewed) })
+	// The renewal whose answer was lost failed; the next, a LeaseTTL/3 later, keeps the lease: the
+	// running ticket is not handed back.
+	renewed.WaitUntil(t, func(r renewal) bool { return r.err != nil })
+	next := renewed.WaitUntil(t, func(r renewal) bool { return r.err == nil })
+	require.False(t, next.lapsed, "the lease held through the lost answer")
 	close(release)
 	b.requireSettled(t, ctx, 1)
 	require.EqualValues(t, 1, b.runs.Load())
 	tk := b.onlyTicketOrGone(t, ctx)
 	require.NotEqual(t, pgqueue.OutcomeHandedBack, tk.OutcomeKind, "the live process's ticket was never handed back")
-}
-
-// renewals returns the owner's lease expiry.
-func (b *faultBundle) renewals(t *testing.T, ctx context.Context) time.Time {
-	t.Helper()
-	var at time.Time
-	require.NoError(t, b.direct.Pool().QueryRow(ctx, `SELECT lease_expires_at FROM `+
-		pgx.Identifier{b.direct.Schema(), "sluice_owner"}.Sanitize()+` WHERE id = $1`, b.cfg.Owner).Scan(&at))
-	return at
 }
 
 // onlyTicketOrGone returns the ticket of workflow "a", or a zero ticket once it is delivered.

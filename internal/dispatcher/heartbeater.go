@@ -30,7 +30,12 @@ const heartbeatRPCTimeout = 10 * time.Second
 type Heartbeater struct {
 	loops
 	*deps
-	deliverer *Deliverer
+	reporter outcomeReporter
+}
+
+// outcomeReporter reports an outcome to Temporal, with no row to acknowledge: the Deliverer.
+type outcomeReporter interface {
+	deliver(ctx context.Context, t pgqueue.Ticket) error
 }
 
 // Start starts the heartbeat loop.
@@ -139,7 +144,7 @@ func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	if cause == errCancelRequested {
 		kind, outcome = pgqueue.OutcomeCanceled, nil
 	}
-	if err := h.deliverer.deliver(h.life, inv.outcomeTicket(id, kind, outcome)); err != nil {
+	if err := h.reporter.deliver(h.life, inv.outcomeTicket(id, kind, outcome)); err != nil {
 		h.log.Warn("sluice: report cancelled activity", "ticket_id", id, "error", err)
 	}
 }

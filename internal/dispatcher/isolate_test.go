@@ -135,6 +135,8 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	d := newDispatcher(t, cfg)
+	checked := &d.selfChecker.signals.Checked
+	checked.Init()
 	require.NoError(t, d.Start(ctx))
 	t.Cleanup(func() { d.Stop(context.Background()) })
 	require.NoError(t, d.claimer.Stop(ctx))
@@ -144,12 +146,13 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	res, err := cfg.Queue.Claim(ctx, pgqueue.ClaimParams{Owner: "another-replica"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
+	require.Equal(t, 1, checked.WaitUntil(t, func(n int) bool { return n > 0 }), "one check reconciled the ticket")
 	select {
 	case <-ran:
 	case <-ctx.Done():
 		t.Fatal("the self-check never ran the admitted ticket")
 	}
-	require.EqualValues(t, 1, reconciled.Load())
+	require.EqualValues(t, 1, reconciled.Load(), "and said so once")
 	waitFor(t, ctx, "the ticket to finish", func() bool {
 		tk, err := cfg.Queue.Ticket(ctx, res.Admitted[0].ID)
 		return err != nil || tk.State == pgqueue.TicketStateFinished

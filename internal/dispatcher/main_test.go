@@ -12,6 +12,8 @@ import (
 
 var server *temporaltest.Server
 
+// TestMain runs the package's tests against one Temporal dev server, then fails them when a goroutine
+// outlives them (goleak, through testenv.Exit).
 func TestMain(m *testing.M) {
 	s, err := temporaltest.Start(context.Background())
 	if err != nil {

@@ -17,14 +17,15 @@ import (
 
 // Runner runs this owner's admitted tickets: its loop takes them as their admission is notified (and
 // every PollInterval), and each runs its held invocation in a goroutine the Runner tracks. A finished
-// run's outcome is recorded by the Completer, then delivered by the Deliverer; a run the provider refused is requeued.
+// run's outcome is recorded (the Completer), then delivered (the Deliverer); a run the provider
+// refused is requeued.
 type Runner struct {
 	loops
 	*deps
-	completer   *Completer
-	deliverer   *Deliverer
-	heartbeater *Heartbeater
-	notifier    *pgqueue.Notifier
+	recorder  outcomeRecorder
+	deliverer outcomeDeliverer
+	heartbeat heartbeatSender
+	notifier  subscriber
 
 	// testHookRequeued, when set, is called once a requeue's statement has returned: tests use it to
 	// have the ticket admitted again at that point.
@@ -33,6 +34,27 @@ type Runner struct {
 	mu   sync.Mutex
 	runs int
 	idle chan struct{} // closed when runs drops to 0; nil while it is 0
+}
+
+// outcomeRecorder records a finished run's outcome in Postgres, releasing its reservation, and
+// reports whether it did: the Completer.
+type outcomeRecorder interface {
+	Record(ctx context.Context, t pgqueue.Ticket, actual, actualOutput int64) bool
+}
+
+// outcomeDeliverer reports a recorded outcome to Temporal and acknowledges it: the Deliverer.
+type outcomeDeliverer interface {
+	DeliverAndAck(ctx context.Context, t pgqueue.Ticket)
+}
+
+// heartbeatSender sends one heartbeat of an invocation with its latest details: the Heartbeater.
+type heartbeatSender interface {
+	Send(ctx context.Context, inv *Invocation)
+}
+
+// subscriber wakes a subscriber on a topic's notifications: the dispatcher's pgqueue.Notifier.
+type subscriber interface {
+	Subscribe(topic pgqueue.Topic) (<-chan struct{}, func())
 }
 
 // Start starts the loop that takes admitted tickets.
@@ -143,7 +165,7 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, 
 	if t.OutcomeKind == pgqueue.OutcomeFailed && inv.hasPendingDetails() {
 		// Details recorded just before a failure are what the retry resumes from: send them
 		// before the failure, as the SDK does.
-		r.heartbeater.Send(r.life, inv)
+		r.heartbeat.Send(r.life, inv)
 	}
 	if r.life.Err() != nil {
 		// A run that ignored the stop's cancellation, ending after the dispatcher stopped: its
@@ -152,7 +174,7 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, 
 		r.reg.drop(inv)
 		return
 	}
-	recorded := r.completer.Record(r.life, t, rep.actual, rep.output)
+	recorded := r.recorder.Record(r.life, t, rep.actual, rep.output)
 	r.reg.drop(inv)
 	if recorded {
 		r.deliverer.DeliverAndAck(r.life, t)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testsignal"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -26,22 +27,43 @@ const (
 	actionHandBack reconcileAction = "hand_back" // not held here: hand it back to Temporal, releasing what it holds
 )
 
-// selfCheckLoop runs the self-check every SelfCheckInterval, or at once when asked (checkSoon), and a
-// second later again while the last check saw mismatches, to act on them sooner.
-func (m *Maintainer) selfCheckLoop(ctx context.Context) {
-	m.strikes = map[int64]reconcileAction{}
-	interval := cmp.Or(m.cfg.SelfCheckInterval, 5*time.Second) // never a busy loop
+// SelfChecker holds what Postgres says this owner holds against its registry and reconciles the
+// difference (see selfCheck): every SelfCheckInterval, at once when a service asks (checkSoon: a
+// statement's outcome was unknown), and a second later again while the last check saw mismatches,
+// to act on them sooner. Tickets to run it hands to the Runner.
+type SelfChecker struct {
+	loops
+	*deps
+	runner  ticketRunner
+	strikes map[int64]reconcileAction // mismatches seen by the last check, by ticket; the loop's own
+	signals selfCheckSignals
+}
+
+// selfCheckSignals are the SelfChecker's events, for tests.
+type selfCheckSignals struct {
+	Checked testsignal.Signal[int] // a check ended; how many tickets it reconciled
+}
+
+// Start starts the self-check loop.
+func (s *SelfChecker) Start(ctx context.Context) error { return s.start(ctx, s.loop) }
+
+// Stop ends the self-check loop.
+func (s *SelfChecker) Stop(ctx context.Context) error { return s.stop(ctx) }
+
+func (s *SelfChecker) loop(ctx context.Context) {
+	s.strikes = map[int64]reconcileAction{}
+	interval := cmp.Or(s.cfg.SelfCheckInterval, 5*time.Second) // never a busy loop
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.checkNow:
+		case <-s.checkNow:
 		case <-t.C:
 		}
 		next := interval
-		if m.selfCheck(ctx) {
+		if s.selfCheck(ctx) {
 			next = min(next, selfCheckConfirm)
 		}
 		t.Reset(next)
@@ -53,54 +75,57 @@ func (m *Maintainer) selfCheckLoop(ctx context.Context) {
 // hand-over under way (a claim's tickets between its commit and the runner). It catches whatever left
 // them apart: a commit whose answer was lost (a claim's, a take's, an enqueue's), a failed requeue or
 // completion, and what no test foresaw. It reports whether mismatches are waiting for confirmation.
-func (m *Maintainer) selfCheck(ctx context.Context) bool {
-	if m.stopping.Load() {
+func (s *SelfChecker) selfCheck(ctx context.Context) bool {
+	reconciled := 0
+	defer func() { s.signals.Checked.Signal(reconciled) }()
+	if s.stopping.Load() {
 		return false // the stop hands back what this process holds
 	}
-	ts, err := m.q.OwnerTickets(ctx, m.cfg.Owner)
+	ts, err := s.q.OwnerTickets(ctx, s.cfg.Owner)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn("sluice: self-check", "error", err)
+			s.log.Warn("sluice: self-check", "error", err)
 		}
-		return len(m.strikes) > 0
+		return len(s.strikes) > 0
 	}
 	seen := map[int64]reconcileAction{}
 	var take, back []int64
 	for _, t := range ts {
-		a := m.mismatch(t)
+		a := s.mismatch(t)
 		switch {
 		case a == actionNone:
 			continue
-		case m.strikes[t.ID] != a:
+		case s.strikes[t.ID] != a:
 			seen[t.ID] = a // first seen: confirm at the next check
 			continue
 		}
-		m.log.Warn(msgReconciled, "ticket_id", t.ID, "state", t.State, "action", string(a), "owner", m.cfg.Owner)
-		m.tm.ForKey(t.LineKey).WithTags(map[string]string{"sluice_action": string(a)}).Counter(telemetry.MetricSelfCheckReconciled).Inc(1)
+		reconciled++
+		s.log.Warn(msgReconciled, "ticket_id", t.ID, "state", t.State, "action", string(a), "owner", s.cfg.Owner)
+		s.tm.ForKey(t.LineKey).WithTags(map[string]string{"sluice_action": string(a)}).Counter(telemetry.MetricSelfCheckReconciled).Inc(1)
 		switch a {
 		case actionRun:
-			m.runner.run(t)
+			s.runner.run(t)
 		case actionTake:
 			take = append(take, t.ID)
 		case actionHandBack:
 			back = append(back, t.ID)
 		}
 	}
-	m.strikes = seen
-	m.handBack(ctx, back)
-	taken, err := m.q.TakeTickets(ctx, m.cfg.Owner, take)
+	s.strikes = seen
+	s.handBack(ctx, back)
+	taken, err := s.q.TakeTickets(ctx, s.cfg.Owner, take)
 	if err != nil {
-		m.log.Warn("sluice: self-check: take tickets", "tickets", take, "error", err)
+		s.log.Warn("sluice: self-check: take tickets", "tickets", take, "error", err)
 	}
 	for _, t := range taken {
-		m.runner.run(t)
+		s.runner.run(t)
 	}
 	return len(seen) > 0
 }
 
 // mismatch is what the self-check would do about t, as Postgres has it, given the registry.
-func (m *Maintainer) mismatch(t pgqueue.Ticket) reconcileAction {
-	inv := m.reg.lookup(ticketKey(t))
+func (s *SelfChecker) mismatch(t pgqueue.Ticket) reconcileAction {
+	inv := s.reg.lookup(ticketKey(t))
 	switch {
 	case inv == nil:
 		return actionHandBack
@@ -117,15 +142,15 @@ func (m *Maintainer) mismatch(t pgqueue.Ticket) reconcileAction {
 // admitted ticket's tokens come back; a running one's may have reached the provider), the deliverers
 // report a retryable failure, and the retry keeps the ticket's place in line. Temporal answers
 // NotFound for an attempt it has failed already (an enqueue whose caller heard it failed).
-func (m *Maintainer) handBack(ctx context.Context, ids []int64) {
+func (s *SelfChecker) handBack(ctx context.Context, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
-	back, err := m.q.HandBack(ctx, pgqueue.HandBackParams{Owner: m.cfg.Owner, TicketIDs: ids, Max: len(ids)})
+	back, err := s.q.HandBack(ctx, pgqueue.HandBackParams{Owner: s.cfg.Owner, TicketIDs: ids, Max: len(ids)})
 	if err != nil {
-		m.log.Warn("sluice: self-check: hand back tickets", "tickets", ids, "error", err)
+		s.log.Warn("sluice: self-check: hand back tickets", "tickets", ids, "error", err)
 	}
 	for _, t := range back {
-		m.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
+		s.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
 	}
 }

@@ -12,6 +12,13 @@ import (
 // errStarted is returned by a service's Start when it already runs.
 var errStarted = errors.New("sluice: service already started")
 
+// service is what every service of the package is: Start runs its goroutines, Stop ends them and
+// waits for them. Stop is safe before Start and safe to call twice; a stopped service starts again.
+type service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
 // loops is what every service embeds: the one owner of its goroutines. start runs each function in
 // its own goroutine with a context that stop cancels; stop waits for all of them to return. stop is
 // safe before start and safe to call twice; a stopped service may be started again.
