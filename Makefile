@@ -85,20 +85,20 @@ lint: ## go vet, gofmt check, and staticcheck if it is on PATH
 # DEMO_FLAGS go to the demo: -scenario fanout, -short, -json, -modes sluice (see samples/llm).
 DEMO_FLAGS ?=
 
-# The samples take TEMPORAL_ADDRESS and DATABASE_URL as a user's program would; internal/demoenv
+# The samples take TEMPORAL_ADDRESS and DATABASE_URL as a user's program would; internal/testkit/demoenv
 # starts a dev server for them (unless TEMPORAL_ADDRESS is set) and passes on with-postgres.sh's URL.
 DEMOENV := SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(BIN)/demoenv
 
 demo: bin/temporal ## The LLM demo: a backfill and an assistant share one quota, three ways; writes bin/demo/report.html
 	@echo "make demo: building the demo (the first build compiles the Temporal SDK: a minute or two)"
 	$(GO) build -o $(BIN)/demo-llm ./samples/llm
-	$(GO) build -o $(BIN)/demoenv ./internal/demoenv
+	$(GO) build -o $(BIN)/demoenv ./internal/testkit/demoenv
 	@echo "make demo: running it against Postgres and a Temporal dev server: three modes, a minute or more each"
 	@$(DEMOENV) --dynamic-config-value matching.enableFairness=true -- $(BIN)/demo-llm -report $(BIN)/demo/report.html $(DEMO_FLAGS)
 
 demo-anthropic: bin/temporal ## Anthropic's input and output budgets: sluice vs a limit without an output budget (DEMO_FLAGS="-modes sluice,input-only,none")
 	@$(GO) build -o $(BIN)/demo-anthropic ./samples/anthropic
-	@$(GO) build -o $(BIN)/demoenv ./internal/demoenv
+	@$(GO) build -o $(BIN)/demoenv ./internal/testkit/demoenv
 	@$(DEMOENV) -- $(BIN)/demo-anthropic $(DEMO_FLAGS)
 
 tidy: ## go mod tidy

@@ -3,7 +3,7 @@ package activity_test
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them (goleak).

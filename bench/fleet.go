@@ -7,7 +7,7 @@ import (
 	"log"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/testkit/pgcluster"
 )
 
 // fleetMaxConnections is the private cluster's max_connections: 128 replicas of a pool of 2 and a

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/internal/pgbouncer"
-	"github.com/sluicehq/sluice/internal/pgcluster"
+	"github.com/sluicehq/sluice/internal/testkit/pgbouncer"
+	"github.com/sluicehq/sluice/internal/testkit/pgcluster"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 

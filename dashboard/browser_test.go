@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
-	"github.com/sluicehq/sluice/internal/browsertest"
+	"github.com/sluicehq/sluice/internal/testkit/browsertest"
 )
 
 // field is the expression of a figure's text on key's card.

@@ -18,9 +18,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/internal/pgcluster"
-	"github.com/sluicehq/sluice/internal/temporaltest"
-	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/internal/testkit/pgcluster"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
+	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )

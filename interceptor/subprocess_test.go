@@ -28,8 +28,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
-	"github.com/sluicehq/sluice/internal/temporaltest"
-	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
+	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )

@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/temporaltest"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 var server *temporaltest.Server

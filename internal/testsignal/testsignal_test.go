@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them (goleak).

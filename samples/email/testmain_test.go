@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

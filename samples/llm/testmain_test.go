@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/temporaltest"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 // server is the dev server of the package's tests, with the fairness the temporal mode uses.

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/sluicehq/sluice/internal/temporaltest"
-	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
+	"github.com/sluicehq/sluice/internal/testkit/testdb"
 )
 
 // TestQuickstart runs the sample, so that it cannot rot.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 // Path returns the Chromium to drive: SLUICE_CHROMIUM when set, else the first of chromium,

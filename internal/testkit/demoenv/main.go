@@ -20,7 +20,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/sluicehq/sluice/internal/temporaltest"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/internal/faultproxy"
-	"github.com/sluicehq/sluice/internal/testdb"
-	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/internal/testkit/testdb"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
