@@ -61,10 +61,12 @@ func (o Options) validate() error {
 	return ValidateSchema(o.Schema)
 }
 
-// Queue is Sluice's admission engine in one Postgres schema: the statements the dispatcher runs
-// (enqueue, claim, take, complete, requeue, hand-back, deliveries, leases) and those pgqueue's
-// administration surface is built on. It is safe for concurrent use by many goroutines and, through
-// Postgres, by many processes. Create it with New after pgqueue.Migrate.
+// Queue is Sluice's store in one Postgres schema: the administration and the read model operators
+// use (UpsertLimits, ChangeLimit, Pause, Status, Overview, Tickets, Verify: what most programs
+// want), and the statements the plugin's dispatcher runs (enqueue, claim, take, complete, requeue,
+// hand-back, deliveries, leases). It is safe for concurrent use by many goroutines and, through
+// Postgres, by many processes. Create it with New after Migrate, or take the plugin's
+// (interceptor.Plugin.Queue).
 type Queue struct {
 	pool   *pgxpool.Pool
 	opts   Options

@@ -1,7 +1,9 @@
 // Package dispatcher is the part of the Sluice plugin that works between Temporal handing an
 // activity to the interceptor and Sluice reporting its outcome: the invocations held in memory and
 // the services that claim, run, record, deliver, heartbeat and maintain them. Each service owns its
-// goroutines, started by Start and ended by Stop. The interceptor package is the only user.
+// goroutines, started by Start and ended by Stop. The interceptor package is the only user, and the
+// dispatcher is its one door to the store: New builds the plugin's one pgqueue.Queue, Start prepares
+// the schema, and every statement the plugin runs goes through a service here.
 package dispatcher
 
 import (

@@ -91,7 +91,7 @@ func Schema(t testing.TB, pool *pgxpool.Pool) string {
 	return schema
 }
 
-// Engine returns the dispatcher's engine over a fresh migrated schema on a new pool.
+// Engine returns a pgqueue.Queue over a fresh migrated schema on a new pool.
 func Engine(t testing.TB, opts pgqueue.Options) *pgqueue.Queue {
 	t.Helper()
 	pool := Pool(t)
