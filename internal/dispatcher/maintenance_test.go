@@ -56,6 +56,30 @@ func TestLeaseRenewer_Renews(t *testing.T) {
 	require.NoError(t, r.err)
 }
 
+// A renewal that fails (the database away, here its table) is tried again within leaseRetry rather
+// than at the next LeaseTTL/3, so that a lease outlives an outage of more than one interval.
+func TestLeaseRenewer_RetriesAFailedRenewalSoon(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	cfg := dbConfig(t)
+	cfg.LeaseTTL = 3 * time.Second // renewed every 1s, retried every leaseRetry
+	l := newDispatcher(t, cfg).leaseRenewer
+	l.signals.Renewed.Init()
+	moved := pgx.Identifier{cfg.Queue.Schema(), "sluice_owner_away"}.Sanitize()
+	_, err := cfg.Queue.Pool().Exec(ctx, `ALTER TABLE `+ownerTable(cfg.Queue)+` RENAME TO sluice_owner_away`)
+	require.NoError(t, err)
+	startAlone(t, l)
+
+	failed := l.signals.Renewed.WaitOrTimeout(t)
+	require.Error(t, failed.err)
+	require.Equal(t, leaseRetry, failed.next, "a failed renewal is retried soon")
+	_, err = cfg.Queue.Pool().Exec(ctx, `ALTER TABLE `+moved+` RENAME TO sluice_owner`)
+	require.NoError(t, err)
+	ok := l.signals.Renewed.WaitUntil(t, func(r renewal) bool { return r.err == nil })
+	require.Equal(t, cfg.LeaseTTL/3, ok.next, "once renewed, the lease is renewed every LeaseTTL/3 again")
+}
+
 func TestRescuer_HandsBackDeadOwnersTickets(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
