@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -128,11 +129,17 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// ValidateKey reports whether key is usable as a limit key.
+// ValidateKey reports whether key is usable as a limit key: non-empty printable UTF-8 of at most
+// MaxKeyLen bytes, not blank, and neither beginning nor ending with a space (a key of spaces shows as
+// an untitled card, and "openai " would be a second limit that reads as "openai").
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("throttle: limit Key must not be empty")
+	case strings.TrimSpace(key) == "":
+		return fmt.Errorf("throttle: limit Key must not be blank, got %q", key)
+	case strings.TrimSpace(key) != key:
+		return fmt.Errorf("throttle: limit Key must not begin or end with a space, got %q", key)
 	case len(key) > MaxKeyLen:
 		return fmt.Errorf("throttle: limit Key must be at most %d bytes, got %d bytes (%.20q...)", MaxKeyLen, len(key), key)
 	case !utf8.ValidString(key):

@@ -175,6 +175,8 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"limits", "set", "tenant:acme", "--burst", "3"}, cli.ExitUsage, "Burst must be 0 when RequestsPerSecond is not set, got 3"},
 		{[]string{"limits", "set", "openai"}, cli.ExitUsage, "give at least one of"},
 		{[]string{"limits", "set", "nope", "--rps", "1"}, cli.ExitNotFound, `"nope" (add --create to create it)`},
+		{[]string{"limits", "set", "   ", "--max-concurrent", "1", "--create"}, cli.ExitUsage, `Key must not be blank, got "   "`},
+		{[]string{"limits", "set", "openai ", "--max-concurrent", "1", "--create"}, cli.ExitUsage, `Key must not begin or end with a space, got "openai "`},
 		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get or set"},
 		{[]string{"pause", "openai"}, cli.ExitUsage, "--for must be a duration"},
 		{[]string{"pause", "openai", "--for", "-5m"}, cli.ExitUsage, "got -5m0s"},
