@@ -10,10 +10,12 @@
 //	sluice tickets openai              # what runs and what waits, with why
 //	sluice migrate up                  # create or upgrade the tables
 //	sluice serve                       # the dashboard on http://127.0.0.1:8080/
+//	sluice version
 //
 // It reads DATABASE_URL, or --database; --schema names the schema (default sluice). Exit codes: 0
 // done; 1 the database could not be reached or a statement failed; 2 bad arguments; 3 an unknown key,
-// or a schema without Sluice's tables. Run sluice -h for every command and flag.
+// or a schema without Sluice's tables. Run sluice -h for every command and flag (on stdout); a
+// mistake prints one line on stderr.
 package main
 
 import (

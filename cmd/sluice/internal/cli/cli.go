@@ -72,12 +72,13 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"status", "[KEY...] [--watch D]", "how each limit stands: tickets, in-flight tokens, limits set and learned, use over the last minute, pause, oldest wait, why the line's head waits", runStatus},
-		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--max-inflight-tokens N] [--create]", "read or change limits, on every replica at its next admission", runLimits},
+		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--create]", "read or change limits, on every replica at its next admission", runLimits},
 		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
 		{"tickets", "KEY [--max N] [--watch D]", "the tickets running on KEY and waiting in its line", runTickets},
 		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
 		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
+		{"version", "", "print the command's version (the module's, as built)", runVersion},
 	}
 }
 
@@ -115,12 +116,15 @@ func (r *runner) close() {
 
 func (r *runner) dispatch(ctx context.Context, args []string) error {
 	fs := r.flagSet("sluice")
-	fs.Usage = func() { r.usage(fs) }
+	fs.Usage = func() {} // printed below, for -h only: a mistake gets one line on stderr
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			r.usage(fs, r.env.Stdout)
+		}
 		return r.flagErr(err)
 	}
 	if fs.NArg() == 0 {
-		r.usage(fs)
+		r.usage(fs, r.env.Stderr)
 		return usageErr("a command is needed")
 	}
 	name := fs.Arg(0)
@@ -144,10 +148,13 @@ func (r *runner) flagSet(name string) *flag.FlagSet {
 // parse parses a subcommand's flags, which may come before or after its arguments, and returns its
 // arguments.
 func (r *runner) parse(fs *flag.FlagSet, c string, args []string) ([]string, error) {
-	fs.Usage = func() { r.commandUsage(fs, c) }
+	fs.Usage = func() {} // printed below, for -h only
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				r.commandUsage(fs, c)
+			}
 			return nil, r.flagErr(err)
 		}
 		if fs.NArg() == 0 {
@@ -161,15 +168,15 @@ func (r *runner) flagErr(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return usageErr("%v", err)
+	return usageErr("%v (run sluice -h)", err)
 }
 
-func (r *runner) usage(fs *flag.FlagSet) {
-	w := r.env.Stdout
+// usage prints the command's usage to w: stdout when asked for (-h), stderr after a mistake.
+func (r *runner) usage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprintln(w, "Usage: sluice [--database URL] [--schema S] [--json] COMMAND [ARGS]")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %s %s\n      %s\n", c.name, c.args, c.help)
+		fmt.Fprintf(w, "  %s\n      %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
 	}
 	fmt.Fprintln(w, "\nFlags (also after the command):")
 	fs.SetOutput(w)
@@ -182,7 +189,7 @@ func (r *runner) usage(fs *flag.FlagSet) {
 func (r *runner) commandUsage(fs *flag.FlagSet, name string) {
 	for _, c := range commands() {
 		if c.name == name {
-			fmt.Fprintf(r.env.Stdout, "Usage: sluice %s %s\n  %s\n\nFlags:\n", c.name, c.args, c.help)
+			fmt.Fprintf(r.env.Stdout, "Usage: sluice %s\n  %s\n\nFlags:\n", strings.TrimSpace(c.name+" "+c.args), c.help)
 		}
 	}
 	fs.SetOutput(r.env.Stdout)

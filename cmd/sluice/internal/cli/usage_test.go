@@ -1,0 +1,72 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
+)
+
+// Help asked for goes to stdout; a mistake gets one line on stderr (the usage too when no command is
+// given) and nothing on stdout, so that a script reading stdout never reads the usage as output.
+func TestCLI_UsageStreams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		args       []string
+		code       int
+		out, err   string // what stdout and stderr contain; "" for empty
+		errOneLine bool
+	}{
+		{"HelpToStdout", []string{"-h"}, cli.ExitOK, "Usage: sluice", "", false},
+		{"CommandHelpToStdout", []string{"limits", "set", "-h"}, cli.ExitOK, "Usage: sluice limits", "", false},
+		{"UnknownFlag", []string{"--bogus", "status"}, cli.ExitUsage, "", "flag provided but not defined: -bogus (run sluice -h)", true},
+		{"UnknownFlagWithJSON", []string{"--json", "status", "--bogus"}, cli.ExitUsage, "", "flag provided but not defined: -bogus", true},
+		{"NoCommand", nil, cli.ExitUsage, "", "Usage: sluice", false},
+		{"VersionTakesNoArguments", []string{"version", "x"}, cli.ExitUsage, "", `version takes no arguments, got ["x"]`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runCLI(ctx, "", c.args...)
+			require.Equal(t, c.code, code, "stderr: %s", errOut)
+			if c.out == "" {
+				require.Empty(t, out)
+			} else {
+				require.Contains(t, out, c.out)
+			}
+			if c.err == "" {
+				require.Empty(t, errOut)
+			} else {
+				require.Contains(t, errOut, c.err)
+			}
+			if c.errOneLine {
+				require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+			}
+		})
+	}
+}
+
+// The usage names every flag of limits set, the input and output budgets included.
+func TestCLI_UsageNamesEveryLimitFlag(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(context.Background(), "", "-h")
+	require.Equal(t, cli.ExitOK, code)
+	for _, f := range []string{"--max-concurrent", "--rps", "--burst", "--tpm", "--token-burst", "--itpm", "--input-token-burst",
+		"--otpm", "--output-token-burst", "--max-inflight-tokens", "--create"} {
+		require.Contains(t, out, "["+f, "the usage names %s", f)
+	}
+}
+
+func TestCLI_Version(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(context.Background(), "", "version")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Regexp(t, `^sluice \S+\n$`, out)
+	code, out, _ = runCLI(context.Background(), "", "--json", "version")
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, `"version"`)
+}
