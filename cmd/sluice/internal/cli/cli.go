@@ -32,6 +32,9 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads the environment (DATABASE_URL).
 	Getenv func(string) string
+	// Terminal says Stdout is a terminal: --watch then clears the screen before each frame. Into a
+	// pipe or a file the frames follow one another, a blank line apart, with no screen codes.
+	Terminal bool
 }
 
 // exitError is an error with its exit code.

@@ -258,6 +258,17 @@ func TestCLI_Watch(t *testing.T) {
 		lines++
 	}
 	require.GreaterOrEqual(t, lines, 3)
+
+	// For people: screen codes on a terminal only, never into a pipe.
+	for _, terminal := range []bool{false, true} {
+		watchCtx, stop := context.WithCancel(ctx)
+		out := &frames{n: 12, cancel: stop}
+		code := cli.Run(watchCtx, []string{"--database", f.url, "--schema", f.q.Schema(), "status", "--watch", "100ms"},
+			cli.Env{Stdout: out, Stderr: os.Stderr, Getenv: func(string) string { return "" }, Terminal: terminal})
+		require.Equal(t, cli.ExitOK, code)
+		require.NoError(t, ctx.Err(), "the watch ended at the interrupt, not the deadline")
+		require.Equal(t, terminal, strings.Contains(out.buf.String(), "\x1b["), "screen codes when Terminal is %v", terminal)
+	}
 }
 
 func TestCLI_MigrateUp(t *testing.T) {

@@ -179,8 +179,8 @@ func checkWatch(d time.Duration) error {
 	return nil
 }
 
-// watch writes one frame, or with every > 0 a frame every period until ctx ends: for people, each
-// frame clears the screen; with --json, each is one line of JSON.
+// watch writes one frame, or with every > 0 a frame every period until ctx ends: on a terminal each
+// frame clears the screen, into a pipe each follows a blank line; with --json each is one line of JSON.
 func (r *runner) watch(ctx context.Context, every time.Duration, frame func(io.Writer) error) error {
 	if every == 0 {
 		return frame(r.env.Stdout)
@@ -189,8 +189,12 @@ func (r *runner) watch(ctx context.Context, every time.Duration, frame func(io.W
 	defer t.Stop()
 	for {
 		var b strings.Builder
-		if !r.g.json {
+		switch {
+		case r.g.json: // one line of JSON a frame
+		case r.env.Terminal:
 			b.WriteString("\x1b[H\x1b[2J")
+		default:
+			b.WriteString("\n")
 		}
 		if err := frame(&b); err != nil {
 			if ctx.Err() != nil { // interrupted during a refresh: that is how a watch ends
