@@ -148,6 +148,25 @@ func (r *runner) flagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// durationFlag defines a duration flag whose error, for a value that is not a duration, explains what
+// one looks like (the flag package says only "parse error"). Its default shows in the usage.
+func durationFlag(fs *flag.FlagSet, name string, def time.Duration, help string) *time.Duration {
+	d := new(time.Duration)
+	*d = def
+	if def != 0 {
+		help = fmt.Sprintf("%s (default %v)", help, def)
+	}
+	fs.Func(name, help, func(s string) error {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("must be a duration: a number and a unit (ms, s, m, h), such as 500ms, 2s or 1m30s, got %q", s)
+		}
+		*d = v
+		return nil
+	})
+	return d
+}
+
 // parse parses a subcommand's flags, which may come before or after its arguments, and returns its
 // arguments.
 func (r *runner) parse(fs *flag.FlagSet, c string, args []string) ([]string, error) {

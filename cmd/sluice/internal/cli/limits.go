@@ -178,7 +178,7 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 
 func runPause(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("pause")
-	d := fs.Duration("for", 0, "how long (e.g. 10m)")
+	d := durationFlag(fs, "for", 0, "how long (e.g. 10m)")
 	keys, err := r.parse(fs, "pause", args)
 	if err != nil {
 		return err

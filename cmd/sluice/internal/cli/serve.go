@@ -6,18 +6,22 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/dashboard"
 )
 
+// optionFlags names dashboard.Options' fields as the flags that set them.
+var optionFlags = strings.NewReplacer("Options.Refresh", "--refresh", "Options.Window", "--window", "Options.Step", "--step", "Step (", "--step (")
+
 func runServe(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("serve")
 	addr := fs.String("addr", "127.0.0.1:8080", "where to listen; another interface than localhost only when told")
 	writes := fs.Bool("allow-writes", false, "let the page change limits and pause keys (put your own authentication in front)")
-	refresh := fs.Duration("refresh", 2*time.Second, "how often the page refreshes")
-	window := fs.Duration("window", 10*time.Minute, "how far back the charts go (at most 1h)")
-	step := fs.Duration("step", 10*time.Second, "the width of one point of the charts")
+	refresh := durationFlag(fs, "refresh", 2*time.Second, "how often the page refreshes")
+	window := durationFlag(fs, "window", 10*time.Minute, "how far back the charts go (at most 1h)")
+	step := durationFlag(fs, "step", 10*time.Second, "the width of one point of the charts")
 	pos, err := r.parse(fs, "serve", args)
 	if err != nil {
 		return err
@@ -27,6 +31,14 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	}
 	if _, _, err := net.SplitHostPort(*addr); err != nil {
 		return usageErr("--addr %q: %v", *addr, err)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"refresh", *refresh}, {"window", *window}, {"step", *step}} {
+		if d.v <= 0 { // 0 would mean the default to dashboard.Options: refused, not replaced
+			return usageErr("--%s must be a positive duration, got %v (leave the flag out for its default)", d.name, d.v)
+		}
 	}
 	if err := r.connect(ctx, false); err != nil {
 		return err
@@ -38,7 +50,8 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	}
 	h, err := dashboard.New(r.q, opts)
 	if err != nil {
-		return usageErr("%v", err)
+		// The dashboard names its Options' fields; the operator typed flags.
+		return usageErr("%s", optionFlags.Replace(strings.TrimPrefix(err.Error(), "dashboard: ")))
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

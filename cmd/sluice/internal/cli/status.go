@@ -24,7 +24,7 @@ type statusRow struct {
 
 func runStatus(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("status")
-	watch := fs.Duration("watch", 0, "refresh every D (e.g. 2s) until interrupted")
+	watch := durationFlag(fs, "watch", 0, "refresh every D (e.g. 2s) until interrupted")
 	keys, err := r.parse(fs, "status", args)
 	if err != nil {
 		return err
@@ -124,7 +124,7 @@ type ticketRow struct {
 
 func runTickets(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("tickets")
-	watch := fs.Duration("watch", 0, "refresh every D (e.g. 2s) until interrupted")
+	watch := durationFlag(fs, "watch", 0, "refresh every D (e.g. 2s) until interrupted")
 	max := fs.Int("max", 50, "show at most N tickets")
 	keys, err := r.parse(fs, "tickets", args)
 	if err != nil {
