@@ -8,12 +8,31 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
+
+// limitFlagNames names throttle.Limit's fields, which its validation names, as the flags of limits
+// set that set them; the longer names first, as the replacer tries them in order.
+var limitFlagNames = strings.NewReplacer(
+	"InputTokensPerMinute", "--itpm", "OutputTokensPerMinute", "--otpm", "InputTokenBurst", "--input-token-burst",
+	"OutputTokenBurst", "--output-token-burst", "MaxInflightTokens", "--max-inflight-tokens", "TokensPerMinute", "--tpm",
+	"TokenBurst", "--token-burst", "RequestsPerSecond", "--rps", "MaxConcurrent", "--max-concurrent", "Burst", "--burst")
+
+// inFlagNames is msg, a limit's validation error, with the fields it names after the quoted key
+// written as flags (the key itself is left as it is, whatever it spells).
+func inFlagNames(msg, key string) string {
+	q := strconv.Quote(key)
+	i := strings.Index(msg, q)
+	if i < 0 {
+		return limitFlagNames.Replace(msg)
+	}
+	return msg[:i+len(q)] + limitFlagNames.Replace(msg[i+len(q):])
+}
 
 func isUnknown(err error) bool { return errors.Is(err, pgqueue.ErrUnknownLimit) }
 
@@ -169,7 +188,7 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		case isUnknown(err):
 			return notFoundErr(fmt.Errorf("%w (add --create to create it)", err))
 		case errors.Is(err, pgqueue.ErrInvalidLimit):
-			return usageErr("%v", err)
+			return usageErr("%s", inFlagNames(err.Error(), keys[0]))
 		}
 		return err
 	}

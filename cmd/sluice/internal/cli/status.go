@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -99,10 +100,14 @@ func used(n int64, limit, configured float64) string {
 	return s
 }
 
-// num prints a limit: an integer when it is one, else with up to two decimals.
+// num prints a limit as set: an integer when it is one, else with up to two decimals, or three
+// significant digits under 1, so that a rate of 0.0001/s never reads as 0 ("no limit").
 func num(v float64) string {
 	if v == float64(int64(v)) {
 		return strconv.FormatInt(int64(v), 10)
+	}
+	if math.Abs(v) < 1 {
+		return strconv.FormatFloat(v, 'g', 3, 64)
 	}
 	return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 2, 64), "0"), ".")
 }
