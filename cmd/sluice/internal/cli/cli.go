@@ -95,12 +95,35 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
-	fmt.Fprintln(env.Stderr, "sluice:", strings.TrimPrefix(err.Error(), "sluice: "))
+	code := ExitFailed
 	var ee *exitError
 	if errors.As(err, &ee) {
-		return ee.code
+		code = ee.code
 	}
-	return ExitFailed
+	msg := strings.TrimPrefix(err.Error(), "sluice: ")
+	if r.g.json || wantsJSON(args) {
+		// A script that asked for JSON reads its errors as JSON too, one line on stderr.
+		_ = writeJSON(env.Stderr, struct {
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}{msg, code})
+		return code
+	}
+	fmt.Fprintln(env.Stderr, "sluice:", msg)
+	return code
+}
+
+// wantsJSON reports whether args ask for --json, for an error met before the flag was parsed.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--", "-json=false", "--json=false":
+			return false
+		case "-json", "--json", "-json=true", "--json=true":
+			return true
+		}
+	}
+	return false
 }
 
 // runner holds what a run's command needs: the flags, the outputs and, once opened, the queue.
@@ -127,8 +150,10 @@ func (r *runner) dispatch(ctx context.Context, args []string) error {
 		return r.flagErr(err)
 	}
 	if fs.NArg() == 0 {
-		r.usage(fs, r.env.Stderr)
-		return usageErr("a command is needed")
+		if !r.g.json {
+			r.usage(fs, r.env.Stderr)
+		}
+		return usageErr("a command is needed (run sluice -h)")
 	}
 	name := fs.Arg(0)
 	for _, c := range commands() {

@@ -25,7 +25,9 @@ func TestCLI_UsageStreams(t *testing.T) {
 		{"HelpToStdout", []string{"-h"}, cli.ExitOK, "Usage: sluice", "", false},
 		{"CommandHelpToStdout", []string{"limits", "set", "-h"}, cli.ExitOK, "Usage: sluice limits", "", false},
 		{"UnknownFlag", []string{"--bogus", "status"}, cli.ExitUsage, "", "flag provided but not defined: -bogus (run sluice -h)", true},
-		{"UnknownFlagWithJSON", []string{"--json", "status", "--bogus"}, cli.ExitUsage, "", "flag provided but not defined: -bogus", true},
+		{"UnknownFlagWithJSON", []string{"--json", "status", "--bogus"}, cli.ExitUsage, "", `{"error":"flag provided but not defined: -bogus (run sluice -h)","exit_code":2}`, true},
+		{"UnknownFlagBeforeJSON", []string{"--bogus", "--json", "status"}, cli.ExitUsage, "", `"exit_code":2}`, true},
+		{"NoCommandWithJSON", []string{"--json"}, cli.ExitUsage, "", `{"error":"a command is needed (run sluice -h)","exit_code":2}`, true},
 		{"NoCommand", nil, cli.ExitUsage, "", "Usage: sluice", false},
 		{"VersionTakesNoArguments", []string{"version", "x"}, cli.ExitUsage, "", `version takes no arguments, got ["x"]`, true},
 	} {
