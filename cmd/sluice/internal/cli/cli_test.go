@@ -179,6 +179,8 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"limits", "set", "openai ", "--max-concurrent", "1", "--create"}, cli.ExitUsage, `Key must not begin or end with a space, got "openai "`},
 		{[]string{"limits", "set", "tenant:acme", "--input-token-burst", "3"}, cli.ExitUsage, "--input-token-burst must be 0 when --itpm is not set, got 3"},
 		{[]string{"limits", "set", "tenant:acme", "--max-concurrent", "0"}, cli.ExitUsage, "sets none of --max-concurrent, --rps, --tpm, --itpm, --otpm, --max-inflight-tokens"},
+		{[]string{"limits", "set", "openai", "--burst", "0"}, cli.ExitUsage, `invalid value "0" for flag -burst: must be >= 1, got "0"`},
+		{[]string{"limits", "set", "openai", "--token-burst", "0"}, cli.ExitUsage, `invalid value "0" for flag -token-burst: must be >= 1, got "0"`},
 		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get or set"},
 		{[]string{"status", "--watch", "2"}, cli.ExitUsage, `invalid value "2" for flag -watch: must be a duration: a number and a unit (ms, s, m, h), such as 500ms, 2s or 1m30s, got "2"`},
 		{[]string{"serve", "--refresh", "0"}, cli.ExitUsage, "--refresh must be a positive duration, got 0s (leave the flag out for its default)"},

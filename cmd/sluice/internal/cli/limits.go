@@ -136,6 +136,10 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 				return fmt.Errorf("must be a finite number >= 0, got %q", s)
 			}
+			if x == 0 && strings.HasSuffix(f.name, "burst") {
+				// To throttle a burst of 0 is "the default": refused here rather than quietly replaced.
+				return fmt.Errorf("must be >= 1, got %q (leave it out to keep the burst; a changed rate without it gets its default back)", s)
+			}
 			*v, lf.set[f.name] = x, true
 			return nil
 		})
