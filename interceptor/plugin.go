@@ -56,8 +56,8 @@ func (p *Plugin) Name() string { return PluginName }
 // Owner returns the owner ID this plugin writes into its tickets.
 func (p *Plugin) Owner() string { return p.owner }
 
-// Queue returns the administration of the plugin's schema: limits (read, change at runtime, pause,
-// resume), stats and verify.
+// Queue returns the plugin's one queue, the dispatcher's: the administration of its schema (limits
+// read, changed at runtime, paused and resumed), the read model (Status, Tickets) and Verify.
 func (p *Plugin) Queue() *pgqueue.Queue { return p.d.Queue() }
 
 // ConfigureWorker adds the activity interceptor.
