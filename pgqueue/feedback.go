@@ -3,7 +3,6 @@ package pgqueue
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -67,43 +66,4 @@ func learnedColumn(v float64) any {
 		return nil
 	}
 	return v
-}
-
-// LimitStatus is a limit as configured and as admission applies it now: the part of a KeyStatus that
-// comes from the limit's row alone.
-type LimitStatus struct {
-	// Configured is the limit as set by UpsertLimits or SQL; Effective is it lowered to what the
-	// provider's headers taught (sluiceactivity.ReportHeaders).
-	Configured throttle.Limit `json:"configured"`
-	Effective  throttle.Limit `json:"effective"`
-	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause
-	// (which may be past).
-	State throttle.State `json:"state"`
-}
-
-// LimitStatus returns key's configured and effective limit and its admission state: the light read
-// of Status, which reads the limit's row and its pending releases and counts no tickets, for what
-// reads often (the plugin's gauges). An unknown key returns an error wrapping ErrUnknownLimit.
-func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error) {
-	// The state as the next claim will see it: the pending releases folded in.
-	var (
-		pending throttle.Released
-		now     time.Time
-	)
-	r, err := scanLimit(prefixed{q.pool.QueryRow(ctx, q.s(`SELECT coalesce(p.count, 0)::int, coalesce(p.reserved, 0)::bigint,
-			coalesce(p.refund, 0), coalesce(p.refund_output, 0), coalesce($2::timestamptz, clock_timestamp()), `+limitColumns+`
-		FROM {s}.sluice_limit l LEFT JOIN (SELECT key AS pending_key, sum(count) AS count, sum(reserved) AS reserved,
-				sum(refund) AS refund, sum(refund_output) AS refund_output
-			FROM {s}.sluice_release WHERE key = $1 GROUP BY key) p ON p.pending_key = l.key
-		WHERE l.key = $1`), key, q.nowArg()), []any{&pending.Count, &pending.Reserved, &pending.Refund, &pending.RefundOutput, &now}})
-	if err == pgx.ErrNoRows {
-		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
-	}
-	if err != nil {
-		return LimitStatus{}, fmt.Errorf("sluice: read limit %q: %w", key, err)
-	}
-	if pending != (throttle.Released{}) {
-		r.state = r.limit.ReleaseMany(r.state, now.UTC(), pending)
-	}
-	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
 }
