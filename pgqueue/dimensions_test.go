@@ -98,7 +98,7 @@ func TestMigration006_KeepsSingleBudgetLimits(t *testing.T) {
 	var old pgqueue.Ticket
 	for _, tk := range running {
 		if tk.Cost == 700 {
-			old = tk
+			old = tk.Ticket
 		}
 	}
 	require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: old.ID, ActualCost: 200, OutcomeKind: pgqueue.OutcomeCompleted}))

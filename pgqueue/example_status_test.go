@@ -63,8 +63,48 @@ func ExampleQueue_Tickets() {
 		log.Fatal(err)
 	}
 	for _, t := range ts {
-		fmt.Printf("%s %s/%s attempt %d, enqueued %v ago\n", t.State, t.WorkflowID, t.ActivityType, t.Attempt,
+		fmt.Printf("%s #%d %s/%s attempt %d, enqueued %v ago", t.State, t.Place, t.WorkflowID, t.ActivityType, t.Attempt,
 			now.Sub(t.EnqueuedAt).Round(time.Second))
+		if t.WaitsFor != "" {
+			fmt.Printf(", waits for %s of %s", t.WaitsFor, t.WaitsOn)
+		}
+		fmt.Println()
+	}
+}
+
+// Why a ticket waits and when it is expected to run, found from its workflow's ID.
+func ExampleQueue_Explain() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ts, err := q.FindTickets(ctx, pgqueue.TicketQuery{WorkflowID: "summarize-42"})
+	if err != nil || len(ts) == 0 {
+		log.Fatal("no ticket: ", err)
+	}
+	te, err := q.Explain(ctx, ts[0].ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e := te.Explanation
+	if e == nil {
+		fmt.Println("not waiting:", te.Ticket.State)
+		return
+	}
+	fmt.Printf("place %d in %s, waits for %s of %s\n", e.Place, e.Line, e.WaitsFor, e.Key)
+	for _, l := range e.Limits {
+		fmt.Printf("  %s: room %v, %d ahead, ready %v\n", l.Key, l.Room, l.Ahead, l.ReadyAt.Sub(e.Now).Round(time.Second))
+	}
+	if e.Estimate.IsZero() {
+		fmt.Println("no estimate:", e.Unknown)
+	} else {
+		fmt.Println("expected in", e.Estimate.Sub(e.Now).Round(time.Second))
 	}
 }
 

@@ -195,36 +195,6 @@ func (q *Queue) Usage(ctx context.Context, keys []string, window, step time.Dura
 	return out, now, nil
 }
 
-// Tickets returns up to max of the tickets key holds or waits for: those running and admitted on it,
-// then those queued in its line in admission order, and the database's clock. An unknown key returns
-// an error wrapping ErrUnknownLimit.
-func (q *Queue) Tickets(ctx context.Context, key string, max int) ([]Ticket, time.Time, error) {
-	if max < 1 {
-		return nil, time.Time{}, fmt.Errorf("sluice: tickets: max must be >= 1, got %d", max)
-	}
-	if _, err := q.Limit(ctx, key); err != nil {
-		return nil, time.Time{}, err
-	}
-	now, err := q.readNow(ctx)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
-	}
-	rows, err := q.pool.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM (
-			(SELECT * FROM {s}.sluice_ticket WHERE $1 = ANY(limit_keys) AND state IN ('running', 'admitted')
-				ORDER BY state DESC, admitted_at, id LIMIT $2)
-			UNION ALL
-			(SELECT * FROM {s}.sluice_ticket WHERE line_key = $1 AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $2)
-		) t LIMIT $2`), key, max)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
-	}
-	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ticket, error) { return scanTicket(row) })
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("sluice: tickets of %q: %w", key, err)
-	}
-	return ts, now.UTC(), nil
-}
-
 // readNow is the injected clock, or the database's.
 func (q *Queue) readNow(ctx context.Context) (time.Time, error) {
 	var now time.Time
@@ -259,25 +229,44 @@ type LimitStatus struct {
 // of Status, which reads the limit's row and its pending releases and counts no tickets, for what
 // reads often (the plugin's gauges). An unknown key returns an error wrapping ErrUnknownLimit.
 func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error) {
-	// The state as the next claim will see it: the pending releases folded in.
-	var (
-		pending throttle.Released
-		now     time.Time
-	)
-	r, err := scanLimit(prefixed{q.pool.QueryRow(ctx, q.s(`SELECT coalesce(p.count, 0)::int, coalesce(p.reserved, 0)::bigint,
-			coalesce(p.refund, 0), coalesce(p.refund_output, 0), coalesce($2::timestamptz, clock_timestamp()), `+limitColumns+`
-		FROM {s}.sluice_limit l LEFT JOIN (SELECT key AS pending_key, sum(count) AS count, sum(reserved) AS reserved,
-				sum(refund) AS refund, sum(refund_output) AS refund_output
-			FROM {s}.sluice_release WHERE key = $1 GROUP BY key) p ON p.pending_key = l.key
-		WHERE l.key = $1`), key, q.nowArg()), []any{&pending.Count, &pending.Reserved, &pending.Refund, &pending.RefundOutput, &now}})
-	if err == pgx.ErrNoRows {
-		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
-	}
+	ls, err := q.limitStatuses(ctx, q.pool, []string{key})
 	if err != nil {
 		return LimitStatus{}, fmt.Errorf("sluice: read limit %q: %w", key, err)
 	}
-	if pending != (throttle.Released{}) {
-		r.state = r.limit.ReleaseMany(r.state, now.UTC(), pending)
+	s, ok := ls[key]
+	if !ok {
+		return LimitStatus{}, fmt.Errorf("%w: %q", ErrUnknownLimit, key)
 	}
-	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, nil
+	return s, nil
+}
+
+// limitStatuses reads the limits of keys that exist, by key, each with its pending releases folded
+// into its state: the state as the next claim will see it.
+func (q *Queue) limitStatuses(ctx context.Context, db DB, keys []string) (map[string]LimitStatus, error) {
+	rows, err := db.Query(ctx, q.s(`SELECT coalesce(p.count, 0)::int, coalesce(p.reserved, 0)::bigint,
+			coalesce(p.refund, 0), coalesce(p.refund_output, 0), coalesce($2::timestamptz, clock_timestamp()), `+limitColumns+`
+		FROM {s}.sluice_limit l LEFT JOIN (SELECT key AS pending_key, sum(count) AS count, sum(reserved) AS reserved,
+				sum(refund) AS refund, sum(refund_output) AS refund_output
+			FROM {s}.sluice_release WHERE key = ANY($1) GROUP BY key) p ON p.pending_key = l.key
+		WHERE l.key = ANY($1)`), keys, q.nowArg())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]LimitStatus, len(keys))
+	for rows.Next() {
+		var (
+			pending throttle.Released
+			now     time.Time
+		)
+		r, err := scanLimit(prefixed{rows, []any{&pending.Count, &pending.Reserved, &pending.Refund, &pending.RefundOutput, &now}})
+		if err != nil {
+			return nil, err
+		}
+		if pending != (throttle.Released{}) {
+			r.state = r.limit.ReleaseMany(r.state, now.UTC(), pending)
+		}
+		out[r.limit.Key] = LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}
+	}
+	return out, rows.Err()
 }

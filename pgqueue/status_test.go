@@ -78,12 +78,20 @@ func TestQueue_Status(t *testing.T) {
 	for _, tk := range ts {
 		order = append(order, tk.Priority)
 	}
-	require.Equal(t, []int{1, 2, 3, 4, 5}, order, "running first, then the line in admission order")
-	require.Equal(t, pgqueue.TicketStateRunning, ts[0].State)
+	require.Equal(t, []int{3, 4, 5, 1, 2}, order, "waiting first, in admission order, then running")
+	require.Equal(t, pgqueue.TicketStateRunning, ts[3].State)
 	require.Equal(t, "Summarize", ts[4].ActivityType)
+	require.Equal(t, []int{1, 2, 3, 0, 0}, []int{ts[0].Place, ts[1].Place, ts[2].Place, ts[3].Place, ts[4].Place})
+	require.Equal(t, "concurrency", ts[0].WaitsFor, "the head waits for a slot of k")
+	require.Equal(t, "k", ts[0].WaitsOn)
+	tenant, _, err := q.Tickets(ctx, "tenant", 10)
+	require.NoError(t, err)
+	require.Len(t, tenant, 5, "a limit's list finds the tickets drawing on it from another line")
+	require.Equal(t, ts[0].ID, tenant[0].ID)
 	ts, _, err = q.Tickets(ctx, "k", 3)
 	require.NoError(t, err)
 	require.Len(t, ts, 3)
+	require.Equal(t, pgqueue.TicketStateQueued, ts[2].State, "--max keeps the waiting ones")
 	_, _, err = q.Tickets(ctx, "nope", 3)
 	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit)
 

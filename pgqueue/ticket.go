@@ -3,6 +3,7 @@ package pgqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -148,4 +149,39 @@ func (q *Queue) Ticket(ctx context.Context, id int64) (Ticket, error) {
 		return Ticket{}, ErrNotFound
 	}
 	return t, err
+}
+
+// TicketQuery finds the tickets of a Temporal workflow: FindTickets' input.
+type TicketQuery struct {
+	// WorkflowID is the workflow's ID. Required.
+	WorkflowID string
+	// ActivityID narrows the search to one activity of the workflow; empty for all.
+	ActivityID string
+	// Namespace narrows the search to one Temporal namespace; empty for all.
+	Namespace string
+	// Max is the most tickets returned, newest first; 0 means 100.
+	Max int
+}
+
+// FindTickets returns the tickets of the workflow (and activity) of tq, in any state, newest first:
+// how an operator who sees a slow activity in Temporal's UI finds its ticket. A ticket is kept until
+// its outcome is delivered, so a finished activity's ticket is soon gone. It reads every ticket: an
+// operator's read, not one for a hot path.
+func (q *Queue) FindTickets(ctx context.Context, tq TicketQuery) ([]Ticket, error) {
+	switch {
+	case tq.WorkflowID == "":
+		return nil, errors.New("sluice: find tickets: WorkflowID is required")
+	case tq.Max < 0:
+		return nil, fmt.Errorf("sluice: find tickets: Max must be >= 0, got %d", tq.Max)
+	case tq.Max == 0:
+		tq.Max = 100
+	}
+	rows, err := q.pool.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+		WHERE workflow_id = $1 AND ($2 = '' OR activity_id = $2) AND ($3 = '' OR namespace = $3) ORDER BY id DESC LIMIT $4`),
+		tq.WorkflowID, tq.ActivityID, tq.Namespace, tq.Max)
+	ts, err := collectTickets(rows, err)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: find tickets of workflow %q: %w", tq.WorkflowID, err)
+	}
+	return ts, nil
 }

@@ -53,7 +53,7 @@ func TestCLI_JSON(t *testing.T) {
 	})
 
 	t.Run("Tickets", func(t *testing.T) {
-		var got []pgqueue.Ticket
+		var got []pgqueue.KeyTicket
 		out := jsonOf(t, &got, "tickets", "openai")
 		want, _, err := f.q.Tickets(ctx, "openai", 50)
 		require.NoError(t, err)

@@ -123,7 +123,7 @@ func roundDur(d time.Duration) string {
 // ticketRow is one ticket of `sluice tickets --json`: the pgqueue.Ticket, whose JSON fields stand at
 // the top of the object, and how long it waited for admission in seconds (until now while queued).
 type ticketRow struct {
-	pgqueue.Ticket
+	pgqueue.KeyTicket
 	WaitedSeconds float64 `json:"waited_s"`
 }
 
@@ -155,7 +155,7 @@ func runTickets(ctx context.Context, r *runner, args []string) error {
 		if r.g.json {
 			out := make([]ticketRow, len(ts))
 			for i, t := range ts {
-				out[i] = ticketRow{Ticket: t, WaitedSeconds: t.Waited(now).Seconds()}
+				out[i] = ticketRow{KeyTicket: t, WaitedSeconds: t.Waited(now).Seconds()}
 			}
 			return writeJSON(w, out)
 		}
@@ -163,7 +163,7 @@ func runTickets(ctx context.Context, r *runner, args []string) error {
 		fmt.Fprintln(tw, "ID\tSTATE\tWORKFLOW ID\tACTIVITY TYPE\tATTEMPT\tWAITED\tPRIORITY\tFAIRNESS KEY\tWAITS ON")
 		for _, t := range ts {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.ID, t.State, shown(t.WorkflowID), shown(t.ActivityType),
-				t.Attempt, roundDur(t.Waited(now)), t.Priority, shown(t.FairnessKey), orDash(waitsOn(t)))
+				t.Attempt, roundDur(t.Waited(now)), t.Priority, shown(t.FairnessKey), orDash(waitsOn(t.Ticket)))
 		}
 		return tw.Flush()
 	})

@@ -1,0 +1,247 @@
+package throttle
+
+import (
+	"time"
+)
+
+// Standing is what stands between a queued ticket and one limit it draws on: the tickets ahead of it
+// that draw on the limit, and those that hold it. It is Explain's input, read by pgqueue.
+type Standing struct {
+	// Ahead are the reservations of the queued tickets that draw on the limit and are expected to be
+	// admitted before the ticket, in that order: the first of them at most. AheadCount counts them
+	// all; those beyond Ahead are taken to cost the mean of Ahead.
+	Ahead      []Cost
+	AheadCount int
+	// Releases are when the tickets holding the limit (admitted or running) are expected to finish,
+	// with their reservations, in any order. A zero At is not known: that ticket is never counted on
+	// to make room.
+	Releases []Release
+	// RunTime is how long a ticket on the limit typically runs, from admission to its release (the
+	// median of recent runs): how long the tickets Explain admits ahead hold the limit. Zero when not
+	// known: those tickets are never counted on to make room.
+	RunTime time.Duration
+}
+
+// Release is a ticket's expected release of a limit: when, and the reservation it gives back.
+type Release struct {
+	At   time.Time `json:"at,omitzero"`
+	Cost Cost      `json:"cost"`
+}
+
+// ExplainInput is a queued ticket, the limits it draws on, and what stands on each: Explain's input.
+type ExplainInput struct {
+	// Ticket is the ticket as a claim sees it: its limits (its line's first), cost and times.
+	Ticket Candidate
+	// Limits are the limits the ticket draws on, by key, each as admission applies it (the effective
+	// limit) with its state, pending releases folded in. A key missing here is a limit that does not
+	// exist, which no claim admits on.
+	Limits map[string]LimitState
+	// Standing is, by key, what stands on each limit the ticket draws on. A key missing here has
+	// nothing ahead and no known releases.
+	Standing map[string]Standing
+	// Now is the instant to explain at.
+	Now time.Time
+}
+
+// Wait names what a queued ticket waits for, as Explain reports it: a Reason's name, or one of the
+// waits below.
+const (
+	// WaitNothing: every limit has room and nothing is ahead: the next claim admits the ticket.
+	WaitNothing = ""
+	// WaitNotBefore: the ticket is held until its not-before time (a retry's backoff).
+	WaitNotBefore = "not_before"
+	// WaitAhead: every limit has room for the ticket, but tickets ahead of it in its line go first.
+	WaitAhead = "ahead"
+	// WaitUnknownLimit: a limit the ticket draws on does not exist; no claim admits it until it does.
+	WaitUnknownLimit = "unknown_limit"
+)
+
+// LimitWait is how one limit a ticket draws on stands towards it.
+type LimitWait struct {
+	Key string `json:"key"`
+	// Limit is the limit as admission applies it, and State its state at the explanation's instant
+	// (buckets refilled to it).
+	Limit Limit `json:"limit"`
+	State State `json:"state"`
+	// Room reports whether the limit could admit the ticket now, were nothing ahead of it.
+	Room bool `json:"room"`
+	// Reason is the dimension that refuses the ticket now (the first in Check's order), when Room is
+	// false; RetryAt is when that refusal lifts if nothing else changes, zero when only a release can
+	// make room (slots, in-flight tokens).
+	Reason  string    `json:"reason,omitempty"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Ahead counts the queued tickets drawing on the limit expected before this one, and AheadCost
+	// sums their reservations (those read; the rest at their mean).
+	Ahead     int  `json:"ahead"`
+	AheadCost Cost `json:"ahead_cost"`
+	// ReadyAt is the estimated instant at which this limit admits the ticket (see Explain); zero
+	// when it cannot be known, and Unknown says why.
+	ReadyAt time.Time `json:"ready_at,omitzero"`
+	Unknown string    `json:"unknown,omitempty"`
+}
+
+// Explanation is why a queued ticket waits, limit by limit, and when it is expected to be admitted.
+type Explanation struct {
+	// Ticket is the ticket's ID; Line the key of the limit whose line it waits in; Place its place in
+	// that line (1: at its head).
+	Ticket int64  `json:"ticket"`
+	Line   string `json:"line"`
+	Place  int    `json:"place"`
+	// Cost is the ticket's reservation, input and output.
+	Cost Cost `json:"cost"`
+	// WaitsFor is what holds the ticket now: WaitNothing, WaitNotBefore, WaitAhead, WaitUnknownLimit,
+	// or the name of the Reason by which Key, the binding limit, refuses it ("concurrency", "rate",
+	// "tokens", "input_tokens", "output_tokens", "inflight_tokens", "paused").
+	WaitsFor string `json:"waits_for"`
+	Key      string `json:"key,omitempty"`
+	// Limits are the limits the ticket draws on, in the order a claim checks them.
+	Limits []LimitWait `json:"limits"`
+	// Estimate is the estimated earliest admission: the latest of the limits' ReadyAt and the ticket's
+	// not-before time. Zero when it cannot be known; Unknown then says why.
+	Estimate time.Time `json:"estimate,omitzero"`
+	Unknown  string    `json:"unknown,omitempty"`
+	// Expires reports that the ticket's deadline falls before Estimate: Temporal is expected to time
+	// it out first.
+	Expires bool `json:"expires,omitempty"`
+	// Now is the instant of the explanation.
+	Now time.Time `json:"now"`
+}
+
+// explainHorizon bounds the tickets Explain simulates on one limit: past it, the estimate is not
+// known.
+const explainHorizon = 100_000
+
+// Explain explains why the queued ticket of in waits, with the arithmetic a claim uses (CheckCost),
+// and estimates when it will be admitted. It does no I/O and reads no clock.
+//
+// For each limit the ticket draws on, Room and Reason are the limit's CheckCost of the ticket at Now.
+// What holds the ticket (WaitsFor, Key) is its not-before time if that is after Now; else, of the
+// limits that refuse it, the one whose estimate is latest (a full tenant behind a provider with room
+// is the tenant); else, when tickets are ahead of it in its line, those (WaitAhead); else nothing.
+//
+// The estimate plays each limit forward on its own, from its state at Now: the tickets ahead on it
+// are admitted in turn, each as soon as CheckCost allows, and then the ticket. Time moves to the
+// earlier of the refusal's RetryAt and the next release: a holding ticket's expected release
+// (Standing.Releases), or a ticket admitted in the play releasing after Standing.RunTime. A release
+// gives back its whole reservation's slot and in-flight tokens but no tokens to the buckets (usage
+// reported below the reservation would: the estimate errs late there). The ticket's estimate is the
+// latest of its limits', and not before its not-before time. It assumes that what is queued now is all
+// that goes first (a ticket of a higher priority written later goes ahead), that the tickets ahead on
+// a limit are not held by other limits of theirs, that the claimers take a ticket the moment it has
+// room, and that releases come when expected. It cannot be known when a limit waits for a release
+// that has no expected time (no run has finished to time one), for a bucket that never refills (a
+// rate lowered to nothing), or past 100,000 tickets ahead.
+func Explain(in ExplainInput) Explanation {
+	c := in.Ticket
+	e := Explanation{Ticket: c.ID, Cost: c.split(), Now: in.Now, Place: 1}
+	if len(c.LimitKeys) > 0 {
+		e.Line = c.LimitKeys[0]
+		e.Place = in.Standing[e.Line].AheadCount + 1
+	}
+	var latest time.Time
+	for _, k := range c.LimitKeys {
+		w := explainLimit(k, in, e.Cost)
+		e.Limits = append(e.Limits, w)
+		if w.Unknown != "" && e.Unknown == "" {
+			e.Unknown = k + ": " + w.Unknown
+		}
+		if w.ReadyAt.After(latest) {
+			latest = w.ReadyAt
+		}
+	}
+	e.WaitsFor, e.Key = holding(e, c, in.Now)
+	if c.NotBefore.After(latest) {
+		latest = c.NotBefore
+	}
+	if e.Unknown == "" {
+		e.Estimate = latest
+		if e.Estimate.Before(in.Now) {
+			e.Estimate = in.Now
+		}
+		e.Expires = !c.Deadline.IsZero() && !e.Estimate.Before(c.Deadline)
+	}
+	return e
+}
+
+// holding is what holds the ticket now, and the key of the limit that does (see Explain).
+func holding(e Explanation, c Candidate, now time.Time) (string, string) {
+	if now.Before(c.NotBefore) {
+		return WaitNotBefore, ""
+	}
+	var bind *LimitWait
+	for i := range e.Limits {
+		w := &e.Limits[i]
+		switch {
+		case w.Reason == WaitUnknownLimit:
+			return WaitUnknownLimit, w.Key
+		case w.Room:
+		case bind == nil, later(w.ReadyAt, bind.ReadyAt):
+			bind = w
+		}
+	}
+	if bind != nil {
+		return bind.Reason, bind.Key
+	}
+	if e.Place > 1 {
+		return WaitAhead, e.Line
+	}
+	return WaitNothing, ""
+}
+
+// later reports whether estimate a is later than b, an unknown (zero) estimate being the latest.
+func later(a, b time.Time) bool {
+	if b.IsZero() {
+		return false
+	}
+	return a.IsZero() || a.After(b)
+}
+
+// explainLimit is how limit key stands towards the ticket of in, whose reservation is c.
+func explainLimit(key string, in ExplainInput, c Cost) LimitWait {
+	ls, ok := in.Limits[key]
+	st := in.Standing[key]
+	w := LimitWait{Key: key, Ahead: st.AheadCount}
+	if !ok {
+		w.Reason, w.Unknown = WaitUnknownLimit, "the limit does not exist"
+		return w
+	}
+	w.Limit = ls.Limit.WithDefaults()
+	w.State = w.Limit.Refill(ls.State, in.Now)
+	d := w.Limit.CheckCost(ls.State, in.Now, c)
+	w.Room = d.OK()
+	if !w.Room {
+		w.Reason, w.RetryAt = d.Reason.String(), d.RetryAt
+	}
+	costs := aheadCosts(st)
+	for _, a := range costs {
+		w.AheadCost.Input += a.Input
+		w.AheadCost.Output += a.Output
+	}
+	w.ReadyAt, w.Unknown = play(LimitState{Limit: w.Limit, State: ls.State}, st, costs, c, in.Now)
+	return w
+}
+
+// aheadCosts are the reservations of every ticket ahead on a limit: those read, then the rest at their
+// mean; nil past explainHorizon.
+func aheadCosts(st Standing) []Cost {
+	if st.AheadCount > explainHorizon {
+		return nil
+	}
+	costs := make([]Cost, 0, max(st.AheadCount, len(st.Ahead)))
+	costs = append(costs, st.Ahead...)
+	if rest := st.AheadCount - len(st.Ahead); rest > 0 {
+		var mean Cost
+		if n := int64(len(st.Ahead)); n > 0 {
+			var sum Cost
+			for _, a := range st.Ahead {
+				sum.Input += a.Input
+				sum.Output += a.Output
+			}
+			mean = Cost{Input: sum.Input / n, Output: sum.Output / n}
+		}
+		for range rest {
+			costs = append(costs, mean)
+		}
+	}
+	return costs
+}

@@ -1,0 +1,94 @@
+package throttle
+
+import (
+	"container/heap"
+	"time"
+)
+
+// play plays one limit forward from its state at now (see Explain): the tickets ahead of costs are
+// admitted in turn, then the ticket of cost c. It returns when the ticket is admitted, or the zero
+// time and why that cannot be known.
+func play(ls LimitState, st Standing, costs []Cost, c Cost, now time.Time) (time.Time, string) {
+	if st.AheadCount > explainHorizon {
+		return time.Time{}, "more than 100,000 tickets ahead"
+	}
+	p := player{limit: ls.Limit, state: ls.State, at: now, runTime: st.RunTime}
+	for _, r := range st.Releases {
+		if !r.At.IsZero() {
+			heap.Push(&p.releases, r)
+		}
+	}
+	for _, a := range costs {
+		if _, why := p.admit(a); why != "" {
+			return time.Time{}, why
+		}
+	}
+	return p.admit(c)
+}
+
+// player is one limit played forward.
+type player struct {
+	limit    Limit
+	state    State
+	at       time.Time
+	runTime  time.Duration
+	releases releaseHeap
+}
+
+// admit moves time on until the limit admits a ticket of cost c, admits it, and returns the instant;
+// or the zero time and why that instant cannot be known.
+func (p *player) admit(c Cost) (time.Time, string) {
+	for {
+		d := p.limit.CheckCost(p.state, p.at, c)
+		if d.OK() {
+			p.state = p.limit.AdmitCost(p.state, p.at, c)
+			if p.runTime > 0 {
+				heap.Push(&p.releases, Release{At: p.at.Add(p.runTime), Cost: c})
+			}
+			return p.at, ""
+		}
+		next := d.RetryAt
+		if len(p.releases) > 0 && (next.IsZero() || p.releases[0].At.Before(next)) {
+			next = p.releases[0].At
+		}
+		if next.IsZero() {
+			return time.Time{}, p.never(d.Reason)
+		}
+		if next.After(p.at) {
+			p.at = next
+		} else if len(p.releases) == 0 || p.releases[0].At.After(p.at) {
+			// A refusal lifting at the very instant (rounding): step on, so the play always moves.
+			p.at = p.at.Add(time.Microsecond)
+		}
+		for len(p.releases) > 0 && !p.releases[0].At.After(p.at) {
+			r := heap.Pop(&p.releases).(Release)
+			p.state = p.limit.ReleaseMany(p.state, p.at, Released{Count: 1, Reserved: r.Cost.Total()})
+		}
+	}
+}
+
+// never says why a wait for r has no end in sight.
+func (p *player) never(r Reason) string {
+	switch r {
+	case ReasonConcurrency, ReasonInflightTokens:
+		if p.runTime == 0 {
+			return "waits for a running ticket to finish, and no run has finished yet to time one"
+		}
+		return "waits for a running ticket whose end cannot be told"
+	}
+	return "the " + r.String() + " budget does not refill"
+}
+
+// releaseHeap orders releases by time, earliest first.
+type releaseHeap []Release
+
+func (h releaseHeap) Len() int           { return len(h) }
+func (h releaseHeap) Less(i, j int) bool { return h[i].At.Before(h[j].At) }
+func (h releaseHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *releaseHeap) Push(x any)        { *h = append(*h, x.(Release)) }
+func (h *releaseHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
+}

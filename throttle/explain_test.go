@@ -1,0 +1,195 @@
+package throttle_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// running is a state with n tickets holding the limit, reserving tokens in all.
+func running(n int, tokens int64) throttle.State {
+	return throttle.State{InflightCount: n, InflightTokens: tokens}
+}
+
+func TestExplain_TenantCapBehindProviderWithRoom(t *testing.T) {
+	in := throttle.ExplainInput{
+		Ticket: throttle.Candidate{ID: 7, LimitKeys: []string{"openai", "tenant:acme"}, Cost: 40_000},
+		Limits: map[string]throttle.LimitState{
+			"openai":      {Limit: throttle.Limit{Key: "openai", MaxConcurrent: 20}, State: running(13, 0)},
+			"tenant:acme": {Limit: throttle.Limit{Key: "tenant:acme", MaxConcurrent: 1}, State: running(1, 0)},
+		},
+		Standing: map[string]throttle.Standing{
+			"tenant:acme": {Releases: []throttle.Release{{At: t0.Add(30 * time.Second)}}, RunTime: 20 * time.Second},
+		},
+		Now: t0,
+	}
+	e := throttle.Explain(in)
+	require.Equal(t, "concurrency", e.WaitsFor)
+	require.Equal(t, "tenant:acme", e.Key)
+	require.Equal(t, 1, e.Place)
+	require.True(t, e.Limits[0].Room, "openai has room")
+	require.False(t, e.Limits[1].Room)
+	require.Equal(t, t0.Add(30*time.Second), e.Estimate)
+	require.Empty(t, e.Unknown)
+}
+
+func TestExplain_OutputTokens(t *testing.T) {
+	l := throttle.Limit{Key: "anthropic", OutputTokensPerMinute: 6_000}
+	s := throttle.State{OutputTokens: throttle.Bucket{Level: 1_000, At: t0}}
+	e := throttle.Explain(throttle.ExplainInput{
+		Ticket: throttle.Candidate{ID: 1, LimitKeys: []string{"anthropic"}, Cost: 5_000, OutputCost: 4_000},
+		Limits: map[string]throttle.LimitState{"anthropic": {Limit: l, State: s}},
+		Now:    t0,
+	})
+	require.Equal(t, "output_tokens", e.WaitsFor)
+	require.Equal(t, throttle.Cost{Input: 1_000, Output: 4_000}, e.Cost)
+	// 3,000 more output tokens at 100/s.
+	require.Equal(t, t0.Add(30*time.Second), e.Estimate)
+	require.Equal(t, e.Estimate, e.Limits[0].RetryAt)
+}
+
+func TestExplain_Paused(t *testing.T) {
+	l := throttle.Limit{Key: "openai", RequestsPerSecond: 10}
+	e := throttle.Explain(throttle.ExplainInput{
+		Ticket: throttle.Candidate{ID: 1, LimitKeys: []string{"openai"}},
+		Limits: map[string]throttle.LimitState{"openai": {Limit: l, State: throttle.State{}.Pause(t0.Add(2 * time.Minute))}},
+		Now:    t0,
+	})
+	require.Equal(t, "paused", e.WaitsFor)
+	require.Equal(t, t0.Add(2*time.Minute), e.Estimate)
+}
+
+func TestExplain_BehindTicketsAhead(t *testing.T) {
+	l := throttle.Limit{Key: "email", RequestsPerSecond: 1, Burst: 1}
+	empty := throttle.State{Requests: throttle.Bucket{Level: 1, At: t0}}
+	in := throttle.ExplainInput{
+		Ticket:   throttle.Candidate{ID: 9, LimitKeys: []string{"email"}},
+		Limits:   map[string]throttle.LimitState{"email": {Limit: l, State: empty}},
+		Standing: map[string]throttle.Standing{"email": {Ahead: []throttle.Cost{{}, {}, {}}, AheadCount: 3}},
+		Now:      t0,
+	}
+	e := throttle.Explain(in)
+	require.Equal(t, throttle.WaitAhead, e.WaitsFor, "the limit has room for it, but three go first")
+	require.Equal(t, 4, e.Place)
+	// Three ahead take now, +1s, +2s; this one +3s.
+	require.Equal(t, t0.Add(3*time.Second), e.Estimate)
+
+	// Those read stand for those not read: 1,000 ahead, 3 read.
+	in.Standing["email"] = throttle.Standing{Ahead: []throttle.Cost{{}, {}, {}}, AheadCount: 1_000}
+	require.Equal(t, t0.Add(1_000*time.Second), throttle.Explain(in).Estimate)
+}
+
+func TestExplain_TicketsAheadReleaseSlots(t *testing.T) {
+	l := throttle.Limit{Key: "k", MaxConcurrent: 2}
+	e := throttle.Explain(throttle.ExplainInput{
+		Ticket: throttle.Candidate{ID: 1, LimitKeys: []string{"k"}},
+		Limits: map[string]throttle.LimitState{"k": {Limit: l, State: running(2, 0)}},
+		Standing: map[string]throttle.Standing{"k": {
+			Ahead: []throttle.Cost{{}, {}}, AheadCount: 2, RunTime: 10 * time.Second,
+			Releases: []throttle.Release{{At: t0.Add(time.Second)}, {At: t0.Add(4 * time.Second)}},
+		}},
+		Now: t0,
+	})
+	// The two ahead take the slots freed at +1s and +4s; they free them at +11s and +14s.
+	require.Equal(t, "concurrency", e.WaitsFor)
+	require.Equal(t, t0.Add(11*time.Second), e.Estimate)
+}
+
+func TestExplain_Unknown(t *testing.T) {
+	l := throttle.Limit{Key: "k", MaxConcurrent: 1}
+	in := throttle.ExplainInput{
+		Ticket: throttle.Candidate{ID: 1, LimitKeys: []string{"k", "gone"}},
+		Limits: map[string]throttle.LimitState{"k": {Limit: l, State: running(1, 0)}},
+		Now:    t0,
+	}
+	e := throttle.Explain(in)
+	require.Equal(t, throttle.WaitUnknownLimit, e.WaitsFor)
+	require.Equal(t, "gone", e.Key)
+	require.True(t, e.Estimate.IsZero())
+	require.Contains(t, e.Unknown, "no run has finished yet")
+
+	delete(in.Limits, "gone")
+	in.Ticket.LimitKeys = []string{"k"}
+	in.Standing = map[string]throttle.Standing{"k": {AheadCount: 200_000}}
+	require.Contains(t, throttle.Explain(in).Unknown, "more than 100,000")
+}
+
+func TestExplain_NotBeforeAndDeadline(t *testing.T) {
+	l := throttle.Limit{Key: "k", MaxConcurrent: 5}
+	c := throttle.Candidate{ID: 1, LimitKeys: []string{"k"}, NotBefore: t0.Add(5 * time.Second), Deadline: t0.Add(3 * time.Second)}
+	e := throttle.Explain(throttle.ExplainInput{Ticket: c, Limits: map[string]throttle.LimitState{"k": {Limit: l}}, Now: t0})
+	require.Equal(t, throttle.WaitNotBefore, e.WaitsFor)
+	require.Equal(t, c.NotBefore, e.Estimate)
+	require.True(t, e.Expires, "its deadline falls before it can run")
+}
+
+// TestExplain_AgreesWithDecideClaim checks the explanation against the claim on random limits with
+// nothing ahead: a ticket explained as admissible now is admitted by DecideClaim; one estimated for
+// later is refused just before the estimate and admitted at it, when it waits on buckets alone.
+func TestExplain_AgreesWithDecideClaim(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 1))
+	var now, later int
+	for i := range 5_000 {
+		limits := map[string]throttle.LimitState{}
+		keys := []string{"line", "tenant"}
+		for _, k := range keys {
+			limits[k] = randomLimitState(rng, k)
+		}
+		c := throttle.Candidate{ID: int64(i), LimitKeys: keys, Cost: rng.Int64N(2_000), OutputCost: 0}
+		c.OutputCost = rng.Int64N(c.Cost + 1)
+		e := throttle.Explain(throttle.ExplainInput{Ticket: c, Limits: limits, Now: t0})
+		claimAt := func(at time.Time) bool {
+			d, err := throttle.DecideClaim(throttle.ClaimPage{Line: "line", Candidates: []throttle.Candidate{c}, Limits: limits, Now: at, Budget: 1})
+			require.NoError(t, err)
+			return len(d.Admitted) == 1
+		}
+		for j, w := range e.Limits {
+			ls := limits[keys[j]]
+			require.Equal(t, ls.Limit.CheckCost(ls.State, t0, throttle.CostOf(c.Cost, c.OutputCost)).OK(), w.Room, "case %d %s", i, w.Key)
+		}
+		if e.WaitsFor == throttle.WaitNothing {
+			require.True(t, claimAt(t0), "case %d: explained as admissible now", i)
+			require.Equal(t, t0, e.Estimate)
+			now++
+			continue
+		}
+		if e.Estimate.IsZero() {
+			continue
+		}
+		require.True(t, claimAt(e.Estimate), "case %d: not admitted at its estimate %v (%+v)", i, e.Estimate.Sub(t0), e)
+		require.False(t, claimAt(e.Estimate.Add(-time.Millisecond)), "case %d: admitted before its estimate", i)
+		later++
+	}
+	require.Greater(t, now, 500, "cases admissible now")
+	require.Greater(t, later, 500, "cases estimated for later")
+}
+
+// randomLimitState is a limit of buckets only (no slot is ever released without a run time) with a
+// random part-spent state at t0.
+func randomLimitState(rng *rand.Rand, key string) throttle.LimitState {
+	var l throttle.Limit
+	l.Key = key
+	if rng.IntN(2) == 0 {
+		l.RequestsPerSecond = float64(1 + rng.IntN(20))
+	}
+	if rng.IntN(2) == 0 {
+		l.TokensPerMinute = float64(600 + rng.IntN(6_000))
+	}
+	if rng.IntN(3) == 0 {
+		l.OutputTokensPerMinute = float64(600 + rng.IntN(3_000))
+	}
+	l = l.WithDefaults()
+	s := throttle.State{
+		Requests:     throttle.Bucket{Level: rng.Float64() * l.Burst, At: t0},
+		Tokens:       throttle.Bucket{Level: rng.Float64()*l.TokenBurst - 500, At: t0},
+		OutputTokens: throttle.Bucket{Level: rng.Float64() * l.OutputTokenBurst, At: t0},
+	}
+	if rng.IntN(10) == 0 {
+		s = s.Pause(t0.Add(time.Duration(rng.IntN(60_000)) * time.Millisecond))
+	}
+	return throttle.LimitState{Limit: l, State: s}
+}
