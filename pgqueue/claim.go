@@ -292,7 +292,7 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	}
 	for _, w := range d.Waits {
 		// Written only when it changes, so that a line blocked for a long time costs no writes.
-		if r := w.Reason.String(); r != byID[w.ID].WaitReason {
+		if r := waitReason(w, line); r != byID[w.ID].WaitReason {
 			c.waitIDs, c.waitReasons = append(c.waitIDs, w.ID), append(c.waitReasons, r)
 		}
 	}
@@ -306,4 +306,14 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 		slices.ContainsFunc(d.Waits, func(w throttle.Wait) bool { return releaseLifts(w.Reason) })
 	c.res.retryAt(d.RetryAt)
 	c.res.Busy = c.res.Busy || d.Busy
+}
+
+// waitReason is the wait reason stored for w, a wait in line: the reason's name, followed by " of "
+// and the limit's key when a limit other than the line's holds the ticket ("concurrency of
+// tenant:acme"), so that a line's head does not read as held by its line's limit.
+func waitReason(w throttle.Wait, line string) string {
+	if w.Key == line {
+		return w.Reason.String()
+	}
+	return w.Reason.String() + " of " + w.Key
 }

@@ -27,6 +27,7 @@ func TestQueue_Explain(t *testing.T) {
 	te, err := q.Explain(ctx, second.ID)
 	require.NoError(t, err)
 	require.Equal(t, pgqueue.TicketStateQueued, te.Ticket.State)
+	require.Equal(t, "concurrency of tenant:acme", te.Ticket.WaitReason, "the claim names the limit that is not its line's")
 	e := te.Explanation
 	require.NotNil(t, e)
 	require.Equal(t, "concurrency", e.WaitsFor)

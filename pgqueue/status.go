@@ -33,7 +33,8 @@ type KeyStatus struct {
 	// and then left out of the JSON. OldestWait is how long it has waited.
 	OldestQueued time.Time `json:"oldest_queued,omitzero"`
 	// HeadWaitReason is why the ticket at the head of the line last waited ("concurrency", "rate",
-	// "tokens", "input_tokens", "output_tokens", "inflight_tokens", "paused"); empty when none waits
+	// "tokens", "input_tokens", "output_tokens", "inflight_tokens", "paused"; "concurrency of
+	// tenant:acme" when another limit of the ticket held it, Ticket.WaitReason); empty when none waits
 	// or no claim has looked at it yet.
 	HeadWaitReason string `json:"head_wait_reason"`
 	// RequestsLastMinute and TokensLastMinute are what the key admitted over the minute before Now:

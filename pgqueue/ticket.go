@@ -80,7 +80,9 @@ type Ticket struct {
 	TraceContext string    `json:"-"`
 	Requeues     int       `json:"requeues"`
 	// WaitReason is why the ticket last waited when a claim looked at it ("concurrency", "rate",
-	// "tokens", "inflight_tokens", "paused"); empty when it only waited behind others in its line.
+	// "tokens", "inflight_tokens", "paused"), followed by " of " and the limit's key when a limit other
+	// than its line's held it ("concurrency of tenant:acme"); empty when it only waited behind others
+	// in its line.
 	WaitReason string `json:"wait_reason"`
 }
 

@@ -76,7 +76,11 @@ func statusTable(w io.Writer, st []pgqueue.KeyStatus) error {
 		if !s.OldestQueued.IsZero() {
 			wait = roundDur(s.OldestWait())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, s.Queued, s.Admitted, s.Running,
+		queued := strconv.FormatInt(s.Queued, 10)
+		if other := s.QueuedDrawing - s.Queued; other > 0 { // a tenant's cap: its tickets wait in a provider's line
+			queued += fmt.Sprintf(" (+%d in other lines)", other)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, queued, s.Admitted, s.Running,
 			used(int64(s.State.InflightCount), float64(e.MaxConcurrent), float64(c.MaxConcurrent)),
 			used(s.State.InflightTokens, float64(e.MaxInflightTokens), float64(c.MaxInflightTokens)),
 			used(s.RequestsLastMinute, e.RequestsPerMinute(), c.RequestsPerMinute()),
