@@ -126,6 +126,22 @@ func TestQueue_LimitHistory(t *testing.T) {
 		b.clock.Add(time.Second)
 		require.NoError(t, q.Observe(ctx, "openai", throttle.RateLimitInfo{TokensRemaining: 10, HasTokensRemaining: true}))
 		require.Len(t, history(t, q, "openai"), 1, "only its creation")
+
+		// The history adds no index to sluice_limit: the admission's updates stay HOT.
+		tx, err := q.Pool().Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		// The backend's pending counts, which may hold earlier transactions' too: the difference counts.
+		counts := func() (upd, hot int64) {
+			require.NoError(t, tx.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`,
+				table(q)).Scan(&upd, &hot))
+			return upd, hot
+		}
+		upd0, hot0 := counts()
+		_, err = tx.Exec(ctx, `UPDATE `+table(q)+` SET request_level = 2, vtime = 8, updated_at = now() WHERE key = 'openai'`)
+		require.NoError(t, err)
+		upd1, hot1 := counts()
+		require.Equal(t, [2]int64{1, 1}, [2]int64{upd1 - upd0, hot1 - hot0}, "one update, HOT")
 	})
 
 	t.Run("SinceMaxAndErrors", func(t *testing.T) {
