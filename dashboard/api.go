@@ -30,10 +30,13 @@ type Status struct {
 // StatusKey is one key of Status, what its card shows: the key's pgqueue.KeyStatus, whose JSON
 // fields stand at the top of the key's object (configured, effective, state, queued, ...), and its
 // usage over Options.Window in steps of Options.Step, oldest first; the last step is still filling.
-// Its wait is KeyStatus.OldestWait: the page reads it as now less oldest_queued.
+// Its wait is KeyStatus.OldestWait: the page reads it as now less oldest_queued. LimitSteps is the
+// limit as it stood over the same window (pgqueue.Queue.LimitSteps): the charts draw the limit in
+// force at each moment, not today's across the whole window.
 type StatusKey struct {
 	pgqueue.KeyStatus
-	Usage []pgqueue.UsagePoint `json:"usage"`
+	Usage      []pgqueue.UsagePoint `json:"usage"`
+	LimitSteps []pgqueue.LimitStep  `json:"limit_steps"`
 }
 
 func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
@@ -53,10 +56,19 @@ func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusInternalServerError, err)
 		return
 	}
+	since := now.Add(-h.opts.Window)
+	if len(keys) > 0 && len(usage[keys[0]]) > 0 {
+		since = usage[keys[0]][0].At // the charts' first step
+	}
+	steps, err := h.q.LimitSteps(ctx, keys, since)
+	if err != nil {
+		h.fail(w, http.StatusInternalServerError, err)
+		return
+	}
 	out := Status{Now: now, Schema: h.q.Schema(), RefreshMS: h.opts.Refresh.Milliseconds(), StepS: h.opts.Step.Seconds(),
 		Writable: h.opts.AllowWrites, Keys: make([]StatusKey, len(st))}
 	for i, s := range st {
-		out.Keys[i] = StatusKey{KeyStatus: s, Usage: usage[s.Configured.Key]}
+		out.Keys[i] = StatusKey{KeyStatus: s, Usage: usage[s.Configured.Key], LimitSteps: steps[s.Configured.Key]}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -115,6 +127,9 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	// The limit history records the change as the page's: who is behind the address is for the
+	// authentication in front of the handler to know.
+	ctx = pgqueue.WithChangedBy(ctx, "dashboard "+r.RemoteAddr)
 	l, err := h.q.ChangeLimit(ctx, c.Key, c.LimitChange, false)
 	if errors.Is(err, pgqueue.ErrInvalidLimit) {
 		h.fail(w, http.StatusBadRequest, err)

@@ -24,27 +24,76 @@
     return e;
   };
 
-  // chart draws one series (per-step values scaled to a rate) against its limit.
-  function chart(cls, values, limit, color, unit) {
+  const ms = (t) => new Date(t).getTime();
+
+  // chart draws one series against its limit. values are the rates (per unitS seconds) of the steps
+  // that start at points' at, each drawn at its step's middle; the time axis runs from the first step
+  // to now. steps (api/status's limit_steps) are the limit as it stood at each moment: the line is a
+  // step where it changed, at effective[field]. Above it the burst is shaded: what a full bucket lets
+  // through in one step (rate + burst × unitS / step), so that a point there reads as a burst, not a
+  // breach. The limit's label sits clear of the line.
+  function chart(cls, points, values, steps, now, field, burstField, unitS, color, unit) {
     const W = 400, H = 110, L = 44, B = 16, T = 6;
-    const max = Math.max(limit || 0, ...values, 1) * 1.1;
-    const x = (i) => L + (values.length <= 1 ? 0 : i * (W - L - 4) / (values.length - 1));
-    const y = (v) => T + (H - T - B) * (1 - v / max);
-    const svg = el("svg:svg", { class: "chart " + cls, viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none" });
+    const t0 = points.length ? ms(points[0].at) : ms(now) - stepS * 1000, t1 = Math.max(ms(now), t0 + 1);
+    const x = (t) => L + (Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0) * (W - L - 4);
+    const segs = limitSegments(steps, t0, t1, field, burstField, unitS);
+    const max = Math.max(...segs.map((g) => g.rate), ...values, 1) * 1.1;
+    const y = (v) => T + (H - T - B) * (1 - Math.min(v, max) / max);
+    const svg = el("svg:svg", { class: "chart " + cls, viewBox: "0 0 " + W + " " + H, preserveAspectRatio: "none", "data-limit-steps": segs.length });
     svg.append(el("svg:line", { class: "axis", x1: L, y1: H - B, x2: W, y2: H - B }));
     svg.append(el("svg:text", { x: 2, y: y(max / 1.1) + 4 }, fmt(max / 1.1)));
     svg.append(el("svg:text", { x: 2, y: H - B }, "0"));
-    if (limit > 0) {
-      svg.append(el("svg:line", { class: "limit", x1: L, y1: y(limit), x2: W, y2: y(limit) }));
-      svg.append(el("svg:text", { x: W - 4, y: y(limit) - 3, "text-anchor": "end" }, "limit " + fmt(limit)));
-    }
-    const d = values.map((v, i) => (i ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1)).join(" ");
+    segs.forEach((g, i) => {
+      const x1 = x(g.from), x2 = x(g.to), top = y(g.ceiling), base = y(g.rate);
+      if (base - top > 0.5) svg.append(el("svg:rect", { class: "burst", x: x1, y: top, width: x2 - x1, height: base - top }));
+      svg.append(el("svg:line", { class: "limit", x1: x1, y1: base, x2: x2, y2: base, "data-rate": g.rate }));
+      const prev = segs[i - 1];
+      if (prev && prev.to === g.from) svg.append(el("svg:line", { class: "limit-rise", x1: x1, y1: y(prev.rate), x2: x1, y2: base }));
+    });
+    const label = limitLabel(segs, x, y, W, T);
+    if (label) svg.append(label);
+    // "burst" at the top left of the first band with room for it, clear of the limit's label.
+    const clear = (bx, by) => !label || bx > W - 4 || bx + 30 < Number(label.dataset.x0) ||
+      by - 9 > Number(label.getAttribute("y")) + 3 || by + 3 < Number(label.getAttribute("y")) - 9;
+    const burst = segs.find((g) => y(g.rate) - y(g.ceiling) >= 12 && x(g.to) - x(g.from) >= 36 && clear(x(g.from) + 3, y(g.ceiling) + 10));
+    if (burst) svg.append(el("svg:text", { class: "burst-label", x: x(burst.from) + 3, y: y(burst.ceiling) + 10 }, "burst"));
+    const d = values.map((v, i) => (i ? "L" : "M") + x(ms(points[i].at) + stepS * 500).toFixed(1) + " " + y(v).toFixed(1)).join(" ");
     svg.append(el("svg:path", { class: "series", d: d, stroke: color }));
-    svg.append(el("svg:text", { x: L, y: H - 3 }, "-" + dur((values.length + 1) * stepS)));
+    svg.append(el("svg:text", { x: L, y: H - 3 }, "-" + dur((t1 - t0) / 1000)));
     svg.append(el("svg:text", { x: W - 22, y: H - 3 }, "now"));
-    const wrap = el("div");
-    wrap.append(el("div", { class: "chart-title" }, unit), svg);
+    const wrap = el("div"), title = el("div", { class: "chart-title" }, unit);
+    if (segs.length) title.append(el("span", { class: "legend" }, " · dashed: the limit then · shaded: burst (a full bucket in " + stepS + " s)"));
+    wrap.append(title, svg);
     return wrap;
+  }
+
+  // limitSegments are the spans of [t0, t1] under each limit step that sets field, with its rate and
+  // the ceiling of a step's burst; equal neighbours are one span, and a step that sets no such limit
+  // (before the limit existed, or a budget not set then) draws nothing.
+  function limitSegments(steps, t0, t1, field, burstField, unitS) {
+    const out = [];
+    steps.forEach((s, i) => {
+      const from = Math.max(ms(s.at), t0), to = i + 1 < steps.length ? Math.min(ms(steps[i + 1].at), t1) : t1;
+      const rate = s.effective[field] || 0, ceiling = rate + (s.effective[burstField] || 0) * unitS / stepS;
+      if (to <= from || rate <= 0) return;
+      const prev = out[out.length - 1];
+      if (prev && prev.to === from && prev.rate === rate && prev.ceiling === ceiling) prev.to = to;
+      else out.push({ from, to, rate, ceiling });
+    });
+    return out;
+  }
+
+  // limitLabel names the limit in force now at the chart's right end: above every part of the line
+  // under it, or below when that would leave the chart. Its width is estimated (the chart is not yet in
+  // the page to measure): 6.5 units a character at 10px is wider than the font's.
+  function limitLabel(segs, x, y, W, T) {
+    const last = segs[segs.length - 1];
+    if (!last) return null;
+    const text = "limit " + fmt(last.rate), x1 = W - 4, x0 = x1 - text.length * 6.5;
+    const under = segs.filter((g) => x(g.to) >= x0 && x(g.from) <= x1).map((g) => y(g.rate));
+    let base = Math.min(...under) - 5;
+    if (base - 10 < T) base = Math.max(...under) + 12;
+    return el("svg:text", { class: "limit-label", x: x1, y: base, "text-anchor": "end", "data-x0": x0 }, text);
   }
 
   let stepS = 10;
@@ -66,13 +115,52 @@
       sec = el("section", { class: "card", "data-key": key });
       const close = el("button", { type: "button", class: "close", "data-action": "close", title: "close this card" }, "×");
       close.addEventListener("click", () => closeCard(key));
-      sec.append(close, el("div", { class: "content" }));
+      sec.append(close, el("div", { class: "content" }), historyBox());
       if (writable) sec.append(formOf(k));
       sections.set(key, sec);
     }
     sec.querySelector(":scope > .content").replaceWith(card(k));
     if (writable) formOf(k);
+    // The list of changes is read when the card opens and again when the limit changed.
+    const steps = k.limit_steps || [], sig = JSON.stringify([k.configured, k.effective, steps.length > 1 ? steps[steps.length - 1].at : ""]);
+    if (sec.dataset.historySig !== sig) {
+      sec.dataset.historySig = sig;
+      loadHistory(key, sec.querySelector(":scope > .history ol"));
+    }
     return sec;
+  }
+
+  // historyBox holds a card's recent limit changes (api/history): kept across refreshes, beside the
+  // card's content that each refresh redraws.
+  function historyBox() {
+    const box = el("div", { class: "history" });
+    box.append(el("div", { class: "chart-title" }, "recent limit changes"), el("ol", {}));
+    return box;
+  }
+
+  // exact prints a figure of the history as set, as the sluice command does (three significant digits
+  // under 1, so that 0.0001 is not 0), "none" for 0: no limit of that kind, nothing learned, or no
+  // limit before the key was created.
+  const exact = (n) => n === 0 ? "none" : Math.abs(n) < 1 ? String(Number(n.toPrecision(3)))
+    : Number(n).toLocaleString("en-US", { maximumFractionDigits: 2 });
+
+  // loadHistory fills list with key's last changes, newest first; an answer to an older read is dropped.
+  async function loadHistory(key, list) {
+    const seq = String(Number(list.dataset.seq || 0) + 1);
+    list.dataset.seq = seq;
+    try {
+      const h = await getJSON("api/history?" + new URLSearchParams({ key: key, max: "5" }));
+      if (list.dataset.seq !== seq) return;
+      const items = h.changes.slice().reverse().map((c) => {
+        const li = el("li", { "data-kind": c.kind });
+        const what = c.changed.map((f) => f.field + ": " + exact(f.before) + " → " + exact(f.after)).join(", ");
+        li.append(el("time", { datetime: c.at }, new Date(c.at).toLocaleString()), " ", el("b", {}, c.kind), " by " + c.who + (what ? ": " + what : ""));
+        return li;
+      });
+      list.replaceChildren(...(items.length ? items : [el("li", { class: "none" }, "no changes recorded")]));
+    } catch (e) {
+      if (list.dataset.seq === seq) list.replaceChildren(el("li", { class: "none" }, "Cannot read the history: " + e.message));
+    }
   }
 
   function card(k) {
@@ -99,12 +187,15 @@
     c.append(figs);
     // The last step is still filling: it is left out rather than drawn as a fall.
     const done = k.usage.slice(0, -1);
-    const req = done.map((p) => p.requests / stepS), tok = done.map((p) => p.tokens * 60 / stepS);
-    if (e.tokens_per_minute > 0) c.append(chart("tokens", tok, e.tokens_per_minute, "var(--tok)", "tokens per minute"));
-    if (e.input_tokens_per_minute > 0) c.append(chart("input_tokens", done.map((p) => p.input_tokens * 60 / stepS), e.input_tokens_per_minute, "var(--tok)", "input tokens per minute"));
-    if (e.output_tokens_per_minute > 0) c.append(chart("output_tokens", done.map((p) => p.output_tokens * 60 / stepS), e.output_tokens_per_minute, "var(--tok)", "output tokens per minute"));
+    // The limit as it stood over the window; a server without the history gives today's throughout.
+    const steps = k.limit_steps && k.limit_steps.length ? k.limit_steps : [{ at: done.length ? done[0].at : k.now, effective: e }];
+    const perMinute = (f) => done.map((p) => p[f] * 60 / stepS);
+    const draw = (cls, values, field, burstField, unitS, color, unit) => chart(cls, done, values, steps, k.now, field, burstField, unitS, color, unit);
+    if (e.tokens_per_minute > 0) c.append(draw("tokens", perMinute("tokens"), "tokens_per_minute", "token_burst", 60, "var(--tok)", "tokens per minute"));
+    if (e.input_tokens_per_minute > 0) c.append(draw("input_tokens", perMinute("input_tokens"), "input_tokens_per_minute", "input_token_burst", 60, "var(--tok)", "input tokens per minute"));
+    if (e.output_tokens_per_minute > 0) c.append(draw("output_tokens", perMinute("output_tokens"), "output_tokens_per_minute", "output_token_burst", 60, "var(--tok)", "output tokens per minute"));
     const anyTokens = e.tokens_per_minute || e.input_tokens_per_minute || e.output_tokens_per_minute;
-    if (e.requests_per_second > 0 || !anyTokens) c.append(chart("requests", req, e.requests_per_second, "var(--req)", "requests per second"));
+    if (e.requests_per_second > 0 || !anyTokens) c.append(draw("requests", done.map((p) => p.requests / stepS), "requests_per_second", "burst", 1, "var(--req)", "requests per second"));
     return c;
   }
 

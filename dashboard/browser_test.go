@@ -47,9 +47,10 @@ func TestDashboard_InABrowser(t *testing.T) {
 	for _, n := range lengths {
 		require.Positive(t, n, "the chart drew its line")
 	}
-	limits, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('section.card[data-key="openai"] svg.chart line.limit').length`))
+	limits, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('section.card[data-key="openai"] svg.chart')].map((c) => c.dataset.limitSteps)`))
 	require.NoError(t, err)
-	require.Equal(t, 2, limits, "each chart has its limit line")
+	require.Equal(t, []string{"1", "1"}, limits, "each chart has its limit line, one step since the limit was created")
+	waitFor(t, ctx, "labels clear of the lines", labelClear("openai"))
 
 	form := `form.steer[data-key="openai"] `
 	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(form+`input[name="max_concurrent"]`, "1"),

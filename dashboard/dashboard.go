@@ -8,8 +8,11 @@
 // at a time, so that it stays quick at 10,000 keys and more (GET api/overview, see [Overview]). A
 // click on a key opens its card, and only then are its figures and charts read: requests and tokens
 // used against the limit over the last minutes (a small chart), the queue's depth, what is in flight,
-// pauses, the oldest wait and why the line's head waits. A schema of 12 keys or fewer opens every card
-// at once.
+// pauses, the oldest wait and why the line's head waits. The charts draw the limit as it stood at each
+// moment (a step where it changed, from the limit history) with the burst a full bucket lets through in
+// one step shaded above it, so that a burst reads as a burst and yesterday's rate not as a breach of
+// today's; the card lists the limit's recent changes, with who made them (GET api/history, see
+// [History]). A schema of 12 keys or fewer opens every card at once.
 //
 // It is an [http.Handler] to mount in your own server, under any prefix:
 //
@@ -18,7 +21,7 @@
 //
 // It is read-only by default. With [Options.AllowWrites], the page can also change a key's limits
 // and pause or resume it; those requests must carry the page's CSRF token and come from the same
-// origin. The handler authenticates no one: put your own authentication in front of it before you
+// origin. The limit history records a change made from the page as by "dashboard <remote address>". The handler authenticates no one: put your own authentication in front of it before you
 // allow writes. `sluice serve` runs it on localhost.
 package dashboard
 
@@ -122,6 +125,7 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 	h.mux.HandleFunc("GET /app.js", h.serveScript)
 	h.mux.HandleFunc("GET /api/status", h.serveStatus)
 	h.mux.HandleFunc("GET /api/overview", h.serveOverview)
+	h.mux.HandleFunc("GET /api/history", h.serveHistory)
 	h.mux.HandleFunc("POST /api/limits", h.write(h.setLimits))
 	h.mux.HandleFunc("POST /api/pause", h.write(h.pause))
 	h.mux.HandleFunc("POST /api/resume", h.write(h.resume))

@@ -19,7 +19,8 @@ var ErrInvalidLimit = errors.New("sluice: invalid limit")
 // limit stored. The result is validated first: an invalid one returns an error wrapping
 // ErrInvalidLimit that names the field and value, and changes nothing. An unknown key is created
 // from the zero Limit when create is set, and is otherwise an error wrapping ErrUnknownLimit. Like
-// UpsertLimits, it applies at the next admission on every replica.
+// UpsertLimits, it applies at the next admission on every replica, and the change is recorded in the
+// limit history (LimitHistory) as made by who ctx names (WithChangedBy), else by the program.
 func (q *Queue) ChangeLimit(ctx context.Context, key string, c throttle.LimitChange, create bool) (throttle.Limit, error) {
 	if err := throttle.ValidateKey(key); err != nil {
 		return throttle.Limit{}, fmt.Errorf("%w: %w", ErrInvalidLimit, err)

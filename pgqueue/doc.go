@@ -19,6 +19,9 @@
 //   - sluice_owner: the lease of each live process.
 //   - sluice_usage: what each key admitted per second (requests and reserved tokens), kept an hour,
 //     for Queue.Status, Queue.Usage and the operators' tools; admission does not read it.
+//   - sluice_limit_change: every change of a limit's configuration and of what headers taught, with
+//     before, after, when and who, written by a trigger on sluice_limit (so SQL changes are recorded
+//     too) and kept LimitHistoryRetention; read by Queue.LimitHistory and Queue.LimitSteps.
 //
 // # Administration and the read model
 //
@@ -30,8 +33,10 @@
 // show, in the same types and, in the command's --json and the dashboard's API, the same JSON names:
 // [Queue.Status] ([KeyStatus]: a limit as configured and as admission applies it, its tickets and its
 // last minute), [Queue.Overview] (every key, sorted and paged), [Queue.Usage] ([UsagePoint]s) and
-// [Queue.Tickets] ([Ticket]s, their task tokens and outcomes never in JSON); [MigrationState] says
-// which migrations a schema has. Every change applies at the next admission on every replica.
+// [Queue.Tickets] ([Ticket]s, their task tokens and outcomes never in JSON), [Queue.LimitHistory]
+// ([LimitRecord]s: who changed a limit, when, from what to what; [WithChangedBy] says who) and
+// [Queue.LimitSteps] (the limit as it stood over time, for charts); [MigrationState] says which
+// migrations a schema has. Every change applies at the next admission on every replica.
 //
 //	if _, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: "sluice"}); err != nil {
 //		log.Fatal(err)

@@ -46,6 +46,7 @@ func ExampleMigrations() {
 	// 006 token_dimensions
 	// 007 checked_changes
 	// 008 key_prefix_index
+	// 009 limit_history
 }
 
 func ExampleValidateSchema() {

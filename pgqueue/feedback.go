@@ -13,7 +13,9 @@ import (
 // provider's real rates are learned when lower than the configured ones (never higher, and a limit
 // kind that was not configured is not added), the buckets are lowered to what the provider says
 // remains, and a Retry-After pauses the key. Recovery then follows the (learned) refill rate. It
-// returns ErrUnknownLimit for a key that does not exist.
+// returns ErrUnknownLimit for a key that does not exist. A change of the learned rates is recorded in
+// the limit history as kind ChangeLearned, by "header learning"; the buckets and pauses are state and
+// are not recorded.
 func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimitInfo) error {
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		// The releases completions left in the ledger are folded in first (lockAndTake): the
@@ -43,6 +45,14 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 			return err
 		}
 		learned := throttle.LearnedLimit(r.configured, eff)
+		if learned == r.learned {
+			// Most responses teach what the last one did: the row's learned figures stay as they are.
+			_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_at = $2 WHERE key = $1`), key, now)
+			return err
+		}
+		if err := q.setChangedBy(ctx, tx, headerLearning); err != nil {
+			return err
+		}
 		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_requests_per_second = $2, learned_burst = $3,
 			learned_tokens_per_minute = $4, learned_token_burst = $5, learned_at = $6,
 			learned_input_tokens_per_minute = $7, learned_input_token_burst = $8,

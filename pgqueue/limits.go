@@ -40,12 +40,15 @@ func (q *Queue) lockLimits(ctx context.Context, tx pgx.Tx, keys []string, skipLo
 // UpsertLimits creates the limits or, for keys that exist, replaces their configuration. The admission
 // state (buckets, in-flight figures, pauses) of an existing key is kept, so a worker restarting with
 // the same limits loses nothing and a changed limit applies at the next admission on every replica.
-// Each limit is validated (after its defaults are filled in) before anything is written.
+// Each limit is validated (after its defaults are filled in) before anything is written. Each key
+// created or changed is recorded in the limit history (LimitHistory) as made by who ctx names
+// (WithChangedBy), else by the program; an upsert that changes nothing records nothing.
 func (q *Queue) UpsertLimits(ctx context.Context, limits ...throttle.Limit) error {
 	return q.UpsertLimitsTx(ctx, nil, limits...)
 }
 
-// UpsertLimitsTx is UpsertLimits inside tx (or on the pool when tx is nil).
+// UpsertLimitsTx is UpsertLimits inside tx (or on the pool when tx is nil). Who ctx names is set for
+// the rest of tx: the history records it for the limits tx changes afterwards, in SQL too.
 func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttle.Limit) error {
 	seen := map[string]bool{}
 	for i, l := range limits {
@@ -64,6 +67,9 @@ func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttl
 		db = tx
 	}
 	return InTx(ctx, db, func(tx pgx.Tx) error {
+		if err := q.setChangedBy(ctx, tx, changedBy(ctx)); err != nil {
+			return fmt.Errorf("sluice: upsert limits: %w", err)
+		}
 		// Key order, so that concurrent upserts of overlapping sets cannot deadlock.
 		sorted := slices.Clone(limits)
 		slices.SortFunc(sorted, func(a, b throttle.Limit) int { return cmpString(a.Key, b.Key) })
@@ -81,24 +87,31 @@ func (q *Queue) UpsertLimitsTx(ctx context.Context, tx pgx.Tx, limits ...throttl
 
 // EnsureLimits creates those of limits whose keys do not exist yet and leaves existing ones alone,
 // configuration included, so that a limit changed at runtime keeps its change. It is how limits on
-// keys derived at run time (one per tenant) come into being. Each limit is validated first.
+// keys derived at run time (one per tenant) come into being. Each limit is validated first. The keys
+// it creates are recorded in the limit history as created by who ctx names (WithChangedBy), else by
+// the program.
 func (q *Queue) EnsureLimits(ctx context.Context, limits ...throttle.Limit) error {
-	keys := make([]string, len(limits))
 	vals := make([][]any, len(limits))
 	for i, l := range limits {
 		l = l.WithDefaults()
 		if err := l.Validate(); err != nil {
 			return fmt.Errorf("sluice: limits[%d]: %w", i, err)
 		}
-		keys[i] = l.Key
 		vals[i] = limitConfigArgs(l)
 	}
-	for _, v := range vals {
-		if _, err := q.pool.Exec(ctx, q.s(insertLimitSQL+` ON CONFLICT (key) DO NOTHING`), v...); err != nil {
-			return fmt.Errorf("sluice: ensure limit %q: %w", v[0], err)
+	// Key order, so that concurrent calls creating overlapping sets cannot deadlock.
+	slices.SortFunc(vals, func(a, b []any) int { return cmpString(a[0].(string), b[0].(string)) })
+	return InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		if err := q.setChangedBy(ctx, tx, changedBy(ctx)); err != nil {
+			return fmt.Errorf("sluice: ensure limits: %w", err)
 		}
-	}
-	return nil
+		for _, v := range vals {
+			if _, err := tx.Exec(ctx, q.s(insertLimitSQL+` ON CONFLICT (key) DO NOTHING`), v...); err != nil {
+				return fmt.Errorf("sluice: ensure limit %q: %w", v[0], err)
+			}
+		}
+		return nil
+	})
 }
 
 func cmpString(a, b string) int {

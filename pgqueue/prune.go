@@ -21,7 +21,8 @@ type PruneParams struct {
 }
 
 // Prune deletes returned tickets and lapsed owners older than the bounds, fairness rows of idle keys,
-// and usage history older than an hour. It is maintenance: any process may run it, any number of times.
+// usage history older than an hour and limit history older than LimitHistoryRetention. It is
+// maintenance: any process may run it, any number of times.
 func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 	if p.ReturnedAge <= 0 {
 		p.ReturnedAge = time.Hour
@@ -47,6 +48,7 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 			// row would give a new ticket the line's virtual time anyway.
 			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
 			{`DELETE FROM {s}.sluice_usage WHERE second < $1`, []any{now.Add(-UsageHistory)}},
+			{`DELETE FROM {s}.sluice_limit_change WHERE at < $1`, []any{now.Add(-LimitHistoryRetention)}},
 		} {
 			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
 			if err != nil {

@@ -1,10 +1,11 @@
 // Command sluice reads and steers Sluice's tables in Postgres: how each limit stands, changing limits
-// at runtime, pausing and resuming keys, the tickets of a key, migrations, and a live dashboard.
+// at runtime and their history, pausing and resuming keys, the tickets of a key, migrations, and a live dashboard.
 //
 //	go install github.com/sluicehq/sluice/cmd/sluice@latest
 //	export DATABASE_URL=postgres://user@host:5432/db
 //	sluice status                      # every limit; --watch 2s refreshes, --json for scripts
 //	sluice limits set openai --tpm 120000 --max-concurrent 20
+//	sluice limits history openai       # who changed openai's limit, when, from what to what
 //	sluice pause openai --for 10m      # an incident: every replica stops admitting on openai
 //	sluice resume openai
 //	sluice tickets openai              # what runs and what waits, with why

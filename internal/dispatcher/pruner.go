@@ -12,8 +12,8 @@ import (
 const pruneEvery = time.Minute
 
 // Pruner deletes, every pruneEvery, the rows the queue no longer needs, with pgqueue.Queue.Prune's
-// defaults: returned tickets and lapsed owners an hour old, fairness rows of idle keys, and usage
-// history older than an hour.
+// defaults: returned tickets and lapsed owners an hour old, fairness rows of idle keys, usage history
+// older than an hour, and limit history older than pgqueue.LimitHistoryRetention (90 days).
 type Pruner struct {
 	loops
 	*deps

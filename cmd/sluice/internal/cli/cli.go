@@ -35,6 +35,9 @@ type Env struct {
 	// Terminal says Stdout is a terminal: --watch then clears the screen before each frame. Into a
 	// pipe or a file the frames follow one another, a blank line apart, with no screen codes.
 	Terminal bool
+	// Operator is who runs the command, as "user@host": the limit history records the changes of
+	// limits set as made by "Operator (sluice limits set)". Empty: the OS user and the host name.
+	Operator string
 }
 
 // exitError is an error with its exit code.
@@ -75,7 +78,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"status", "[KEY...] [--watch D]", "how each limit stands: tickets, in-flight tokens, limits set and learned, use over the last minute, pause, oldest wait, why the line's head waits", runStatus},
-		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--create]", "read or change limits, on every replica at its next admission", runLimits},
+		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--create] | history KEY [--since D] [--max N]", "read or change limits, on every replica at its next admission; history: who changed KEY's limit, when, from what to what", runLimits},
 		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
 		{"tickets", "KEY [--max N] [--watch D]", "the tickets running on KEY and waiting in its line", runTickets},

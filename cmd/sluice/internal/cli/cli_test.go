@@ -181,7 +181,7 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"limits", "set", "tenant:acme", "--max-concurrent", "0"}, cli.ExitUsage, "sets none of --max-concurrent, --rps, --tpm, --itpm, --otpm, --max-inflight-tokens"},
 		{[]string{"limits", "set", "openai", "--burst", "0"}, cli.ExitUsage, `invalid value "0" for flag -burst: must be >= 1, got "0"`},
 		{[]string{"limits", "set", "openai", "--token-burst", "0"}, cli.ExitUsage, `invalid value "0" for flag -token-burst: must be >= 1, got "0"`},
-		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get or set"},
+		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get, set or history"},
 		{[]string{"status", "--watch", "2"}, cli.ExitUsage, `invalid value "2" for flag -watch: must be a duration: a number and a unit (ms, s, m, h), such as 500ms, 2s or 1m30s, got "2"`},
 		{[]string{"serve", "--refresh", "0"}, cli.ExitUsage, "--refresh must be a positive duration, got 0s (leave the flag out for its default)"},
 		{[]string{"serve", "--step", "0s"}, cli.ExitUsage, "--step must be a positive duration, got 0s"},
@@ -288,10 +288,10 @@ func TestCLI_MigrateUp(t *testing.T) {
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
 	code, out, errOut := runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5 6 7 8], now at version 8\n", out)
+	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5 6 7 8 9], now at version 9\n", out)
 	code, out, _ = runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
-	require.Equal(t, "schema "+schema+" is current at version 8\n", out)
+	require.Equal(t, "schema "+schema+" is current at version 9\n", out)
 	code, out, _ = runCLI(context.Background(), url, "--json", "migrate", "status", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
 	require.Contains(t, out, `"version":5`)
@@ -377,9 +377,9 @@ func TestCLI_Edges(t *testing.T) {
 	require.Contains(t, out, `"evil\x1b[2Jid"`)
 	require.NotContains(t, out, "\x1b")
 
-	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 8`)
+	_, err = f.q.Pool().Exec(ctx, `DELETE FROM `+f.q.Schema()+`.sluice_migration WHERE version = 9`)
 	require.NoError(t, err)
 	code, _, errOut = f.run(t, "status")
 	require.Equal(t, cli.ExitNotFound, code)
-	require.Contains(t, errOut, "is at version 7 and lacks migration 8 (key_prefix_index): run sluice migrate up")
+	require.Contains(t, errOut, "is at version 8 and lacks migration 9 (limit_history): run sluice migrate up")
 }

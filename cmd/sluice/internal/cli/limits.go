@@ -37,15 +37,18 @@ func inFlagNames(msg, key string) string {
 func isUnknown(err error) bool { return errors.Is(err, pgqueue.ErrUnknownLimit) }
 
 func runLimits(ctx context.Context, r *runner, args []string) error {
-	if len(args) == 0 || (args[0] != "get" && args[0] != "set") {
+	if len(args) == 0 || (args[0] != "get" && args[0] != "set" && args[0] != "history") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			r.commandUsage(r.flagSet("limits"), "limits")
 			return flag.ErrHelp
 		}
-		return usageErr("limits takes get or set, got %q", args)
+		return usageErr("limits takes get, set or history, got %q", args)
 	}
-	if args[0] == "get" {
+	switch args[0] {
+	case "get":
 		return runLimitsGet(ctx, r, args[1:])
+	case "history":
+		return runLimitsHistory(ctx, r, args[1:])
 	}
 	return runLimitsSet(ctx, r, args[1:])
 }
@@ -187,7 +190,8 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	if _, err := r.q.ChangeLimit(ctx, keys[0], lf.change(), *create); err != nil {
+	who := pgqueue.WithChangedBy(ctx, r.operator()+" (sluice limits set)")
+	if _, err := r.q.ChangeLimit(who, keys[0], lf.change(), *create); err != nil {
 		switch {
 		case isUnknown(err):
 			return notFoundErr(fmt.Errorf("%w (add --create to create it)", err))
