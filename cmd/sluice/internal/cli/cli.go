@@ -78,7 +78,7 @@ func commands() []command {
 		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--create]", "read or change limits, on every replica at its next admission", runLimits},
 		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
-		{"tickets", "KEY [--max N] [--watch D]", "the tickets running on KEY and waiting in its line", runTickets},
+		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
 		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
 		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
 		{"version", "", "print the command's version (the module's, as built)", runVersion},
