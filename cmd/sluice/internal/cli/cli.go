@@ -24,7 +24,7 @@ const (
 	ExitOK       = 0 // done
 	ExitFailed   = 1 // the database could not be reached or a statement failed
 	ExitUsage    = 2 // bad arguments: an unknown command or flag, a value out of range
-	ExitNotFound = 3 // an unknown key, or a schema Migrate never ran in
+	ExitNotFound = 3 // an unknown key or ticket, or a schema Migrate never ran in
 )
 
 // Env is what a run of the command sees of the world: its arguments' environment and its outputs.
@@ -35,6 +35,9 @@ type Env struct {
 	// Terminal says Stdout is a terminal: --watch then clears the screen before each frame. Into a
 	// pipe or a file the frames follow one another, a blank line apart, with no screen codes.
 	Terminal bool
+	// Now, when set, replaces the database's clock (pgqueue.Options.Now): for tests, which move a fake
+	// clock instead of sleeping. The command leaves it nil.
+	Now func() time.Time
 }
 
 // exitError is an error with its exit code.
@@ -79,6 +82,7 @@ func commands() []command {
 		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
 		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
+		{"explain", "TICKET_ID | --workflow ID [--activity ID] [--namespace NS] [--max N] [--watch D]", "why a queued ticket waits, limit by limit, and when it is expected to be admitted; by --workflow, each of its tickets, newest first", runExplain},
 		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
 		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
 		{"version", "", "print the command's version (the module's, as built)", runVersion},
@@ -230,7 +234,7 @@ func (r *runner) usage(fs *flag.FlagSet, w io.Writer) {
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
 	fmt.Fprintln(w, "\nExit codes: 0 done; 1 the database could not be reached or a statement failed;")
-	fmt.Fprintln(w, "2 bad arguments; 3 an unknown key, or a schema without Sluice's tables.")
+	fmt.Fprintln(w, "2 bad arguments; 3 an unknown key or ticket, or a schema without Sluice's tables.")
 }
 
 func (r *runner) commandUsage(fs *flag.FlagSet, name string) {
@@ -293,7 +297,7 @@ func (r *runner) connect(ctx context.Context, migrating bool) error {
 				r.g.schema, where, st.Version, st.Pending[0].Version, st.Pending[0].Name, r.g.schema))
 		}
 	}
-	r.q, err = pgqueue.New(pool, pgqueue.Options{Schema: r.g.schema})
+	r.q, err = pgqueue.New(pool, pgqueue.Options{Schema: r.g.schema, Now: r.env.Now})
 	return err
 }
 
