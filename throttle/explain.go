@@ -16,9 +16,10 @@ type Standing struct {
 	// with their reservations, in any order. A zero At is not known: that ticket is never counted on
 	// to make room.
 	Releases []Release
-	// RunTime is how long a ticket on the limit typically runs, from admission to its release (the
-	// median of recent runs): how long the tickets Explain admits ahead hold the limit. Zero when not
-	// known: those tickets are never counted on to make room.
+	// RunTime is how long a ticket on the limit typically runs, from admission to its release
+	// (pgqueue.Queue.Explain takes it by Little's law from the limit's recent admissions): how long
+	// the tickets Explain admits ahead hold the limit. Zero when not known: those tickets are never
+	// counted on to make room.
 	RunTime time.Duration
 }
 
