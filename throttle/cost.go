@@ -10,7 +10,8 @@ package throttle
 // existed; on a limit with an output budget, give the output part (max_tokens) as Output, or it is
 // not reserved there.
 type Cost struct {
-	Input, Output int64
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
 }
 
 // Tokens is a cost given as one figure: n input tokens.

@@ -16,9 +16,10 @@ type Standing struct {
 	// with their reservations, in any order. A zero At is not known: that ticket is never counted on
 	// to make room.
 	Releases []Release
-	// RunTime is how long a ticket on the limit typically runs, from admission to its release (the
-	// median of recent runs): how long the tickets Explain admits ahead hold the limit. Zero when not
-	// known: those tickets are never counted on to make room.
+	// RunTime is how long a ticket on the limit typically runs, from admission to its release
+	// (pgqueue.Queue.Explain takes it by Little's law from the limit's recent admissions): how long
+	// the tickets Explain admits ahead hold the limit. Zero when not known: those tickets are never
+	// counted on to make room.
 	RunTime time.Duration
 }
 
@@ -129,7 +130,7 @@ const explainHorizon = 100_000
 // that goes first (a ticket of a higher priority written later goes ahead), that the tickets ahead on
 // a limit are not held by other limits of theirs, that the claimers take a ticket the moment it has
 // room, and that releases come when expected. It cannot be known when a limit waits for a release
-// that has no expected time (no run has finished to time one), for a bucket that never refills (a
+// that has no expected time (no run time is known: nothing was admitted on it in the last hour), for a bucket that never refills (a
 // rate lowered to nothing), or past 100,000 tickets ahead.
 func Explain(in ExplainInput) Explanation {
 	c := in.Ticket

@@ -72,7 +72,7 @@ func (p *player) never(r Reason) string {
 	switch r {
 	case ReasonConcurrency, ReasonInflightTokens:
 		if p.runTime == 0 {
-			return "waits for a running ticket to finish, and no run has finished yet to time one"
+			return "waits for a running ticket to finish, and no run time is known (nothing was admitted on the limit in the last hour)"
 		}
 		return "waits for a running ticket whose end cannot be told"
 	}

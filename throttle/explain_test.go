@@ -110,7 +110,7 @@ func TestExplain_Unknown(t *testing.T) {
 	require.Equal(t, throttle.WaitUnknownLimit, e.WaitsFor)
 	require.Equal(t, "gone", e.Key)
 	require.True(t, e.Estimate.IsZero())
-	require.Contains(t, e.Unknown, "no run has finished yet")
+	require.Contains(t, e.Unknown, "no run time is known")
 
 	delete(in.Limits, "gone")
 	in.Ticket.LimitKeys = []string{"k"}

@@ -24,7 +24,7 @@ const (
 	ExitOK       = 0 // done
 	ExitFailed   = 1 // the database could not be reached or a statement failed
 	ExitUsage    = 2 // bad arguments: an unknown command or flag, a value out of range
-	ExitNotFound = 3 // an unknown key, or a schema Migrate never ran in
+	ExitNotFound = 3 // an unknown key or ticket, or a schema Migrate never ran in
 )
 
 // Env is what a run of the command sees of the world: its arguments' environment and its outputs.
@@ -38,6 +38,9 @@ type Env struct {
 	// Operator is who runs the command, as "user@host": the limit history records the changes of
 	// limits set as made by "Operator (sluice limits set)". Empty: the OS user and the host name.
 	Operator string
+	// Now, when set, replaces the database's clock (pgqueue.Options.Now): for tests, which move a fake
+	// clock instead of sleeping. The command leaves it nil.
+	Now func() time.Time
 }
 
 // exitError is an error with its exit code.
@@ -81,7 +84,8 @@ func commands() []command {
 		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--create] | history KEY [--since D] [--max N]", "read or change limits, on every replica at its next admission; history: who changed KEY's limit, when, from what to what", runLimits},
 		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
-		{"tickets", "KEY [--max N] [--watch D]", "the tickets running on KEY and waiting in its line", runTickets},
+		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
+		{"explain", "TICKET_ID | --workflow ID [--activity ID] [--namespace NS] [--max N] [--watch D]", "why a queued ticket waits, limit by limit, and when it is expected to be admitted; by --workflow, each of its tickets, newest first", runExplain},
 		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
 		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
 		{"version", "", "print the command's version (the module's, as built)", runVersion},
@@ -233,7 +237,7 @@ func (r *runner) usage(fs *flag.FlagSet, w io.Writer) {
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
 	fmt.Fprintln(w, "\nExit codes: 0 done; 1 the database could not be reached or a statement failed;")
-	fmt.Fprintln(w, "2 bad arguments; 3 an unknown key, or a schema without Sluice's tables.")
+	fmt.Fprintln(w, "2 bad arguments; 3 an unknown key or ticket, or a schema without Sluice's tables.")
 }
 
 func (r *runner) commandUsage(fs *flag.FlagSet, name string) {
@@ -296,7 +300,7 @@ func (r *runner) connect(ctx context.Context, migrating bool) error {
 				r.g.schema, where, st.Version, st.Pending[0].Version, st.Pending[0].Name, r.g.schema))
 		}
 	}
-	r.q, err = pgqueue.New(pool, pgqueue.Options{Schema: r.g.schema})
+	r.q, err = pgqueue.New(pool, pgqueue.Options{Schema: r.g.schema, Now: r.env.Now})
 	return err
 }
 

@@ -25,3 +25,15 @@ func TestInFlagNames(t *testing.T) {
 	require.Equal(t, `throttle: limit "k": --output-token-burst must be 0 when --otpm is not set, got 2`,
 		inFlagNames(`throttle: limit "k": OutputTokenBurst must be 0 when OutputTokensPerMinute is not set, got 2`, "k"))
 }
+
+// explain's figures are grouped by thousands; a bucket's level is never rounded up to what a ticket
+// needs.
+func TestGroupedAndFigure(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", -4000: "-4,000", 1234567: "1,234,567", -100: "-100"} {
+		require.Equal(t, want, grouped(n), "grouped(%d)", n)
+	}
+	for v, want := range map[float64]string{0: "0", 0.4: "0.4", 1: "1", 99.5: "99.5", 999.6: "999", 4000: "4,000", -2500.5: "-2,501", 0.0001: "0.0001"} {
+		require.Equal(t, want, figure(v), "figure(%v)", v)
+	}
+}

@@ -70,7 +70,7 @@ func historyTable(w io.Writer, h []pgqueue.LimitRecord) error {
 	for _, c := range h {
 		changes := make([]string, len(c.Changed))
 		for i, f := range c.Changed {
-			changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, figure(f.Before), figure(f.After))
+			changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, historyFigure(f.Before), historyFigure(f.After))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.At.UTC().Format("2006-01-02 15:04:05 UTC"), c.Kind, shown(c.Who),
 			orDash(strings.Join(changes, ", ")))
@@ -78,8 +78,8 @@ func historyTable(w io.Writer, h []pgqueue.LimitRecord) error {
 	return tw.Flush()
 }
 
-// figure is a figure of the history as num prints it, "none" for 0.
-func figure(v float64) string {
+// historyFigure is a figure of the history as num prints it, "none" for 0.
+func historyFigure(v float64) string {
 	if v == 0 {
 		return "none"
 	}

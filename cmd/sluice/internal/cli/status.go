@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // statusRow is one key of `sluice status --json`: its pgqueue.KeyStatus, whose JSON fields stand at
@@ -124,8 +125,9 @@ func roundDur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// ticketRow is one ticket of `sluice tickets --json`: the pgqueue.Ticket, whose JSON fields stand at
-// the top of the object, and how long it waited for admission in seconds (until now while queued).
+// ticketRow is one ticket of `sluice tickets --json`: the pgqueue.KeyTicket (the ticket, its place and
+// what holds it), whose JSON fields stand at the top of the object, and how long it waited for
+// admission in seconds (until now while queued).
 type ticketRow struct {
 	pgqueue.KeyTicket
 	WaitedSeconds float64 `json:"waited_s"`
@@ -163,22 +165,36 @@ func runTickets(ctx context.Context, r *runner, args []string) error {
 			}
 			return writeJSON(w, out)
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATE\tWORKFLOW ID\tACTIVITY TYPE\tATTEMPT\tWAITED\tPRIORITY\tFAIRNESS KEY\tWAITS ON")
-		for _, t := range ts {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.ID, t.State, shown(t.WorkflowID), shown(t.ActivityType),
-				t.Attempt, roundDur(t.Waited(now)), t.Priority, shown(t.FairnessKey), orDash(waitsOn(t.Ticket)))
-		}
-		return tw.Flush()
+		return ticketsTable(w, ts, now)
 	})
 }
 
-// waitsOn is why a queued ticket waits; a ticket admitted waits on nothing.
-func waitsOn(t pgqueue.Ticket) string {
-	if t.State != "queued" {
-		return ""
+// ticketsTable prints one line per ticket: those queued first, with their place among the tickets
+// waiting on the key, their reservation and what holds each now.
+func ticketsTable(w io.Writer, ts []pgqueue.KeyTicket, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tPLACE\tWORKFLOW ID\tACTIVITY TYPE\tATTEMPT\tWAITED\tCOST IN\tCOST OUT\tWAITS FOR\tPRIORITY\tFAIRNESS KEY")
+	for _, t := range ts {
+		place, c := "-", t.Reserved()
+		if t.Place > 0 {
+			place = strconv.Itoa(t.Place)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\n", t.ID, t.State, place, shown(t.WorkflowID),
+			shown(t.ActivityType), t.Attempt, roundDur(t.Waited(now)), c.Input, c.Output, waitsFor(t), t.Priority, shown(t.FairnessKey))
 	}
-	return t.WaitReason
+	return tw.Flush()
+}
+
+// waitsFor is what holds a queued ticket, and on which limit: "concurrency of tenant:acme", "ahead"
+// (of it in its line, every limit having room); "-" when nothing does or it is not queued.
+func waitsFor(t pgqueue.KeyTicket) string {
+	switch {
+	case t.WaitsFor == throttle.WaitNothing:
+		return "-"
+	case t.WaitsFor == throttle.WaitAhead, t.WaitsOn == "":
+		return t.WaitsFor
+	}
+	return t.WaitsFor + " of " + t.WaitsOn
 }
 
 func checkWatch(d time.Duration) error {

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -60,6 +61,23 @@ func TestCLI_UsageNamesEveryLimitFlag(t *testing.T) {
 	for _, f := range []string{"--max-concurrent", "--rps", "--burst", "--tpm", "--token-burst", "--itpm", "--input-token-burst",
 		"--otpm", "--output-token-burst", "--max-inflight-tokens", "--create"} {
 		require.Contains(t, out, "["+f, "the usage names %s", f)
+	}
+}
+
+// Each command's usage line names every flag it takes (those all commands take are listed once).
+func TestCLI_UsageNamesEveryCommandFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	flagLine := regexp.MustCompile(`(?m)^  -(\S+)`)
+	for _, cmd := range [][]string{{"status"}, {"tickets"}, {"explain"}, {"pause"}, {"serve"}, {"limits", "set"}} {
+		code, out, errOut := runCLI(ctx, "", append(cmd, "-h")...)
+		require.Equal(t, cli.ExitOK, code, errOut)
+		usage, _, _ := strings.Cut(out, "\n")
+		for _, m := range flagLine.FindAllStringSubmatch(out, -1) {
+			if name := m[1]; name != "database" && name != "schema" && name != "json" {
+				require.Contains(t, usage, "--"+name, "sluice %s's usage names --%s", strings.Join(cmd, " "), name)
+			}
+		}
 	}
 }
 
