@@ -66,6 +66,13 @@ type Options struct {
 	// sluice serve sets it on loopback. Empty allows every host: behind a server of your own that
 	// routes by name.
 	AllowedHosts []string
+	// TemporalUIURL, when set, links a ticket's view to its workflow in Temporal's UI: a URL template
+	// whose placeholders {namespace}, {workflow_id} and {run_id} are replaced by the ticket's values,
+	// path-escaped (url.PathEscape), as in
+	// "http://localhost:8233/namespaces/{namespace}/workflows/{workflow_id}/{run_id}/history". It must
+	// be an absolute http:// or https:// URL; put the placeholders in its path. A ticket lacking a
+	// value the template names gets no link. Defaults to "": no link.
+	TemporalUIURL string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -91,7 +98,7 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Window/o.Step > 720:
 		return o, fmt.Errorf("dashboard: Options.Window / Options.Step must be at most 720 points, got %v / %v", o.Window, o.Step)
 	}
-	return o, nil
+	return o, checkTemporalUIURL(o.TemporalUIURL)
 }
 
 // handler is the dashboard.
@@ -126,6 +133,8 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 	h.mux.HandleFunc("GET /api/status", h.serveStatus)
 	h.mux.HandleFunc("GET /api/overview", h.serveOverview)
 	h.mux.HandleFunc("GET /api/history", h.serveHistory)
+	h.mux.HandleFunc("GET /api/tickets", h.serveTickets)
+	h.mux.HandleFunc("GET /api/explain", h.serveExplain)
 	h.mux.HandleFunc("POST /api/limits", h.write(h.setLimits))
 	h.mux.HandleFunc("POST /api/pause", h.write(h.pause))
 	h.mux.HandleFunc("POST /api/resume", h.write(h.resume))
