@@ -14,6 +14,15 @@
 // today's; the card lists the limit's recent changes, with who made them (GET api/history, see
 // [History]). A schema of 12 keys or fewer opens every card at once.
 //
+// A card's "waiting list" lists the tickets drawing on its key, those waiting first in the order they
+// are expected to be admitted, with their place, workflow, activity type, wait, cost (input and
+// output) and what holds them (GET api/tickets, see [KeyTickets]). A click on one, or its workflow ID
+// typed in the search box, opens its explanation (GET api/explain, see [Explained]): what holds it,
+// in a sentence; each limit it draws on, with its room or the dimension that binds, its figures, the
+// tickets ahead and when it is ready; the expected admission, or why it cannot be known; and, with
+// [Options.TemporalUIURL], a link to its workflow in Temporal's UI. Both are read when asked, not at
+// every refresh: an explanation reads every queued ticket.
+//
 // It is an [http.Handler] to mount in your own server, under any prefix:
 //
 //	h, err := dashboard.New(queue, dashboard.Options{})
@@ -35,6 +44,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +53,7 @@ import (
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
-//go:embed page.html app.js
+//go:embed page.html app.js tickets.js
 var pageFS embed.FS
 
 // Options configures the dashboard. The zero value is a read-only dashboard refreshing every 2 s
@@ -130,6 +140,7 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 	h := &handler{q: q, opts: opts, csrf: hex.EncodeToString(token), page: page, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	h.mux.HandleFunc("GET /app.js", h.serveScript)
+	h.mux.HandleFunc("GET /tickets.js", h.serveScript)
 	h.mux.HandleFunc("GET /api/status", h.serveStatus)
 	h.mux.HandleFunc("GET /api/overview", h.serveOverview)
 	h.mux.HandleFunc("GET /api/history", h.serveHistory)
@@ -182,7 +193,8 @@ func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 func (h *handler) serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	http.ServeFileFS(w, r, pageFS, "app.js")
+	// The routes name the scripts: app.js, tickets.js.
+	http.ServeFileFS(w, r, pageFS, path.Base(r.URL.Path))
 }
 
 // hostAllowed reports whether a request naming host may be served.
