@@ -87,7 +87,7 @@ func commands() []command {
 		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
 		{"explain", "TICKET_ID | --workflow ID [--activity ID] [--namespace NS] [--max N] [--watch D]", "why a queued ticket waits, limit by limit, and when it is expected to be admitted; by --workflow, each of its tickets, newest first", runExplain},
 		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
-		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
+		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D] [--temporal-ui URL]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
 		{"version", "", "print the command's version (the module's, as built)", runVersion},
 	}
 }

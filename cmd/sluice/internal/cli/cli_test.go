@@ -187,6 +187,7 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"serve", "--step", "0s"}, cli.ExitUsage, "--step must be a positive duration, got 0s"},
 		{[]string{"serve", "--window", "2h"}, cli.ExitUsage, "--window must be from --step (10s) to 1h0m0s, got 2h0m0s"},
 		{[]string{"serve", "--refresh", "1ms"}, cli.ExitUsage, "--refresh must be at least 100ms, got 1ms"},
+		{[]string{"serve", "--temporal-ui", "http://localhost:8233/{workflow}"}, cli.ExitUsage, "--temporal-ui has an unknown placeholder {workflow}"},
 		{[]string{"pause", "openai"}, cli.ExitUsage, "--for must be a duration"},
 		{[]string{"pause", "openai", "--for", "-5m"}, cli.ExitUsage, "got -5m0s"},
 		{[]string{"pause", "nope", "--for", "1m"}, cli.ExitNotFound, `"nope"`},

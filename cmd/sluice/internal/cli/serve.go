@@ -13,7 +13,8 @@ import (
 )
 
 // optionFlags names dashboard.Options' fields as the flags that set them.
-var optionFlags = strings.NewReplacer("Options.Refresh", "--refresh", "Options.Window", "--window", "Options.Step", "--step", "Step (", "--step (")
+var optionFlags = strings.NewReplacer("Options.Refresh", "--refresh", "Options.Window", "--window", "Options.Step", "--step", "Step (", "--step (",
+	"Options.TemporalUIURL", "--temporal-ui")
 
 func runServe(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("serve")
@@ -22,6 +23,8 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	refresh := durationFlag(fs, "refresh", 2*time.Second, "how often the page refreshes")
 	window := durationFlag(fs, "window", 10*time.Minute, "how far back the charts go (at most 1h)")
 	step := durationFlag(fs, "step", 10*time.Second, "the width of one point of the charts")
+	temporalUI := fs.String("temporal-ui", "", "link each ticket to its workflow in Temporal's UI: a `URL` with {namespace}, {workflow_id} and {run_id},\n"+
+		"as http://localhost:8233/namespaces/{namespace}/workflows/{workflow_id}/{run_id}/history")
 	pos, err := r.parse(fs, "serve", args)
 	if err != nil {
 		return err
@@ -43,7 +46,7 @@ func runServe(ctx context.Context, r *runner, args []string) error {
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	opts := dashboard.Options{AllowWrites: *writes, Refresh: *refresh, Window: *window, Step: *step}
+	opts := dashboard.Options{AllowWrites: *writes, Refresh: *refresh, Window: *window, Step: *step, TemporalUIURL: *temporalUI}
 	if host, _, _ := net.SplitHostPort(*addr); host == "localhost" || net.ParseIP(host).IsLoopback() {
 		// Only the loopback names: a page rebinding its own name to 127.0.0.1 is refused.
 		opts.AllowedHosts = []string{"localhost", "127.0.0.1", "::1"}
