@@ -16,7 +16,8 @@ import (
 )
 
 // Mount the dashboard under /sluice/ in your own server, behind your own authentication. It is
-// read-only unless Options.AllowWrites is set.
+// read-only unless Options.AllowWrites is set. With Options.TemporalUIURL, a ticket's view links to
+// its workflow in Temporal's UI.
 func Example() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
@@ -28,7 +29,10 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	h, err := dashboard.New(q, dashboard.Options{})
+	h, err := dashboard.New(q, dashboard.Options{
+		// Temporal's dev server's UI; the values are path-escaped.
+		TemporalUIURL: "http://localhost:8233/namespaces/{namespace}/workflows/{workflow_id}/{run_id}/history",
+	})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,0 +1,41 @@
+package dashboard_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/http"
+	"net/url"
+
+	"github.com/sluicehq/sluice/dashboard"
+)
+
+// Ask a dashboard, from a script, why the activity of a workflow seen in Temporal's UI waits, and
+// when it is expected to run. An unknown workflow is answered 404, a bad parameter 400, each with
+// {"error": "..."}.
+func ExampleExplained() {
+	q := url.Values{"workflow": {"order-42"}, "activity": {"5"}}
+	resp, err := http.Get("http://127.0.0.1:8080/sluice/api/explain?" + q.Encode())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		log.Fatalf("explain: %s", e.Error)
+	}
+	var x dashboard.Explained
+	if err := json.NewDecoder(resp.Body).Decode(&x); err != nil {
+		log.Fatal(err)
+	}
+	for _, t := range x.Tickets {
+		e := t.Explanation // nil once the ticket is admitted
+		if e == nil {
+			fmt.Printf("ticket %d is %s\n", t.Ticket.ID, t.Ticket.State)
+			continue
+		}
+		fmt.Printf("ticket %d: place %d in line %s, waits for %q on %s, expected at %v %s\n",
+			t.Ticket.ID, e.Place, e.Line, e.WaitsFor, e.Key, e.Estimate, e.Unknown)
+	}
+}
