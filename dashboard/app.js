@@ -168,11 +168,13 @@
     const e = k.effective, st = k.state, paused = pausedAt(st.paused_until, k.now);
     const badge = paused ? el("span", { class: "badge paused", "data-field": "state" }, "paused " + new Date(st.paused_until).toLocaleTimeString())
       : k.queued > 0 ? el("span", { class: "badge waiting", "data-field": "state" }, "waiting on " + (k.head_wait_reason || "its turn"))
+      : k.queued_drawing > 0 ? el("span", { class: "badge waiting", "data-field": "state" }, "holding tickets of other lines")
       : el("span", { class: "badge", "data-field": "state" }, "flowing");
     const h = el("h2"); h.append(el("span", {}, k.configured.key), badge); c.append(h);
     const figs = el("div", { class: "figures" });
     figs.append(
-      figure("queued", fmt(k.queued), "queued"),
+      // A tenant's cap has no line of its own: the tickets it holds wait in a provider's.
+      figure("queued", fmt(k.queued) + (k.queued_drawing > k.queued ? " (+" + fmt(k.queued_drawing - k.queued) + " in other lines)" : ""), "queued"),
       figure("inflight", fmt(k.admitted + k.running) + (e.max_concurrent ? " / " + fmt(e.max_concurrent) : ""), "in flight"),
       figure("inflight_tokens", fmt(st.inflight_tokens) + (e.max_inflight_tokens ? " / " + fmt(e.max_inflight_tokens) : ""), "in-flight tokens"),
       figure("oldest_wait", dur(waited(k.oldest_queued, k.now)), "oldest wait"),

@@ -30,6 +30,7 @@ func TestDashboard_TicketViewInABrowser(t *testing.T) {
 	card := `section.card[data-key="tenant:acme"] `
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base), chromedp.WaitVisible(card+`button.waiting-list`)))
 	waitFor(t, ctx, "a few refreshes of the cards", `Number(document.body.dataset.loads) >= 2`)
+	waitFor(t, ctx, "the tenant's card counts what it holds in openai's line", field("tenant:acme", "queued")+` === "0 (+2 in other lines)"`)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(card+`button.waiting-list`)))
 
 	// The waiting list: the two waiting first, in order, then the one running.
