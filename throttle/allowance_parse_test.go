@@ -200,5 +200,6 @@ func FuzzParseAllowance(f *testing.F) {
 		back, err := throttle.ParseAllowance(a.String())
 		require.NoError(t, err, a.String())
 		require.Equal(t, a, back)
+		_, _ = a.Window(time.Date(2026, 3, 8, 10, 0, 0, 0, time.UTC))
 	})
 }
