@@ -31,9 +31,10 @@ const (
 	ReasonTokens                       // the TokensPerMinute bucket has too little
 	ReasonInputTokens                  // the InputTokensPerMinute bucket has too little
 	ReasonOutputTokens                 // the OutputTokensPerMinute bucket has too little
+	ReasonAllowance                    // a windowed allowance is spent (Allowance.Check)
 )
 
-var reasonNames = [...]string{"none", "paused", "concurrency", "inflight_tokens", "rate", "tokens", "input_tokens", "output_tokens"}
+var reasonNames = [...]string{"none", "paused", "concurrency", "inflight_tokens", "rate", "tokens", "input_tokens", "output_tokens", "allowance"}
 
 // ParseReason returns the Reason whose String is name, and false for any other name.
 func ParseReason(name string) (Reason, bool) {

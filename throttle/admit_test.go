@@ -48,7 +48,8 @@ func TestReason_String(t *testing.T) {
 		{throttle.ReasonInputTokens, "input_tokens"},
 		{throttle.ReasonOutputTokens, "output_tokens"},
 		{throttle.Reason(-1), "unknown"},
-		{throttle.Reason(8), "unknown"},
+		{throttle.ReasonAllowance, "allowance"},
+		{throttle.Reason(9), "unknown"},
 		{throttle.Reason(1 << 30), "unknown"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

@@ -64,6 +64,26 @@
 // virtual time, and [FairAdvance] moves the virtual time as tickets are admitted; [Place.Compare]
 // is the order of admission.
 //
+// # Allowances
+//
+// An [Allowance] is a windowed quota beside a limit's rates: so many requests, tokens or money (in
+// integer micro-units of a currency) per calendar hour, day, week or month in a named time zone, or
+// per rolling duration. [ParseAllowance] reads the operators' syntax,
+// tokens=5000000/day@America/Los_Angeles or usd=5.00/day; [Allowance.Window] gives the window an
+// instant falls in, by the zone's clock (a day is 23 or 25 hours when daylight saving time changes).
+// [Allowances] apply all of a limit's to a ticket's [Spend]: Check, Admit, and Release in the window
+// the ticket was admitted in, with their [AllowanceStates]; [Decision.Join] combines that with the
+// limit's own decision, the tightest winning:
+//
+//	d, bind := allowances.Check(st, now, spend)
+//	if d = l.CheckCost(s, now, spend.Tokens).Join(d); d.OK() {
+//		s, st = l.AdmitCost(s, now, spend.Tokens), allowances.Admit(st, now, spend)
+//	}
+//
+// Time zones are the one thing this package reads from outside: time.LoadLocation loads each
+// zone once, from the system's zone database. A program run where there may be none (a scratch
+// container) should import time/tzdata.
+//
 // # Changing limits
 //
 // [LimitChange] is an operator's change of some fields of a limit; [LimitChange.Apply] gives a rate
