@@ -19,11 +19,11 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short test-stress test-faults soak bench bench-go lint demo demo-anthropic tidy fmt clean
+.PHONY: help test test-short test-stress test-faults soak bench bench-go lint demo demo-anthropic explain-accuracy tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
-		/^[a-zA-Z0-9_.\/-]+:[^#]*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+		/^[a-zA-Z0-9_.\/-]+:[^#]*## / { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 # A real file target, so the pinned CLI is built once. The version stamp
 # makes a bin/temporal built at any other version (or by hand) get rebuilt
@@ -95,6 +95,19 @@ demo: bin/temporal ## The LLM demo: a backfill and an assistant share one quota,
 	$(GO) build -o $(BIN)/demoenv ./internal/testkit/demoenv
 	@echo "make demo: running it against Postgres and a Temporal dev server: three modes, a minute or more each"
 	@$(DEMOENV) --dynamic-config-value matching.enableFairness=true -- $(BIN)/demo-llm -report $(BIN)/demo/report.html $(DEMO_FLAGS)
+
+# EXPLAIN_FLAGS go to the demo beside explain-accuracy's own: -short, -scenario fanout (see samples/llm).
+EXPLAIN_FLAGS ?=
+
+explain-accuracy: bin/temporal ## The demo's sluice mode, each sampled explanation's estimate against the real admission; writes bin/explain/
+	@$(GO) build -o $(BIN)/demo-llm ./samples/llm
+	@$(GO) build -o $(BIN)/demoenv ./internal/testkit/demoenv
+	@mkdir -p $(BIN)/explain
+	@# The figures depend on how busy the machine is: its load averages go beside them.
+	@echo "load before: $$(uptime | sed 's/.*load average/load average/')"
+	@$(DEMOENV) --dynamic-config-value matching.enableFairness=true -- $(BIN)/demo-llm -modes sluice \
+		-report $(BIN)/explain/report.html -explain-sample $(BIN)/explain/samples.jsonl $(EXPLAIN_FLAGS)
+	@echo "load after: $$(uptime | sed 's/.*load average/load average/')"
 
 demo-anthropic: bin/temporal ## Anthropic's input and output budgets: sluice vs a limit without an output budget (DEMO_FLAGS="-modes sluice,input-only,none")
 	@$(GO) build -o $(BIN)/demo-anthropic ./samples/anthropic

@@ -60,6 +60,9 @@ type Config struct {
 	Modes          []string
 	Progress       time.Duration // how often a progress line is printed; 0: never
 	Window         time.Duration // the window of the progress line's tokens per minute
+	// ExplainSample has the sluice mode sample its queued tickets' explanations and their real
+	// admissions (-explain-sample; see explain_sample.go).
+	ExplainSample bool
 }
 
 // DefaultConfig is the full demo: about a minute per mode.
@@ -124,6 +127,10 @@ type Result struct {
 	Completed int `json:"completed"`
 	// Tokens counts the tokens the provider accepted.
 	Tokens int64 `json:"-"`
+	// Explain are the explanations sampled in the sluice mode with -explain-sample, and
+	// ExplainFailures the sampler's failed reads.
+	Explain         []explainSample `json:"-"`
+	ExplainFailures int             `json:"-"`
 }
 
 // fanoutFloor is the least time in which the quota lets tokens through: the provider's bucket starts
@@ -179,6 +186,10 @@ func runMode(ctx context.Context, cfg Config, mode string, docs []Document, pool
 	if err != nil {
 		return Result{}, err
 	}
+	var sampler *explainSampler
+	if mode == ModeSluice && cfg.ExplainSample {
+		sampler = startExplainSampler(ctx, pool, q)
+	}
 	stopProgress := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
@@ -216,6 +227,11 @@ func runMode(ctx context.Context, cfg Config, mode string, docs []Document, pool
 	wall := time.Since(start)
 	close(stopProgress)
 	<-progressDone
+	var samples []explainSample
+	var failures int
+	if sampler != nil {
+		samples, failures = sampler.stop(ctx)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -230,6 +246,7 @@ func runMode(ctx context.Context, cfg Config, mode string, docs []Document, pool
 		Retries:      llm.retries.Load(),
 		Completed:    completed,
 		Tokens:       ps.Tokens,
+		Explain:      samples, ExplainFailures: failures,
 	}, nil
 }
 

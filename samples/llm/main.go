@@ -52,6 +52,7 @@ import (
 type flags struct {
 	temporal, database      string
 	scenario, modes, report string
+	explainSample           string
 	short, asJSON           bool
 	docs                    int
 	tpm, rpm                float64
@@ -70,6 +71,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.modes, "modes", "none,temporal,sluice", "modes to run, in order: none, temporal, sluice")
 	flag.BoolVar(&f.asJSON, "json", false, "print one JSON object per mode instead of the table")
 	flag.StringVar(&f.report, "report", filepath.Join(os.TempDir(), "sluice-demo-report.html"), "shared: where the HTML report is written")
+	flag.StringVar(&f.explainSample, "explain-sample", "", "sluice mode: sample queued tickets' explanations (every "+explainEvery.String()+
+		", up to "+fmt.Sprint(explainPick)+" at random), set each estimate against the ticket's real admission, print the error and write the samples to this file, a JSON object a line")
 	flag.Parse()
 	return f
 }
@@ -124,6 +127,7 @@ func sharedMain(ctx context.Context, f flags, modes []string, db, addr string) i
 		cfg = ShortSharedConfig()
 	}
 	cfg.TPM, cfg.RPM, cfg.Modes = cmp.Or(f.tpm, cfg.TPM), cmp.Or(f.rpm, cfg.RPM), modes
+	cfg.ExplainSample = f.explainSample != ""
 	var progress io.Writer = os.Stdout
 	done := func(r SharedResult) {
 		fmt.Printf("%-8s finished: backfill %d/%d in %.1fs (floor %.1fs), answers p95 %.2fs, %d 429s, %d retries\n",
@@ -143,6 +147,12 @@ func sharedMain(ctx context.Context, f flags, modes []string, db, addr string) i
 	if len(rs) > 0 {
 		if !f.asJSON {
 			printSharedTable(os.Stdout, cfg, rs)
+		}
+		for _, r := range rs {
+			if werr := explainOutput(f, r.Mode, r.Explain, r.ExplainFailures); werr != nil {
+				stdlog.Print(werr)
+				return 1
+			}
 		}
 		if werr := writeReportFile(f.report, cfg, rs); werr != nil {
 			stdlog.Print(werr)
@@ -179,6 +189,7 @@ func fanoutMain(ctx context.Context, f flags, modes []string, db, addr string) i
 		cfg = ShortConfig()
 	}
 	cfg.Docs, cfg.TPM, cfg.RPM, cfg.Modes = cmp.Or(f.docs, cfg.Docs), cmp.Or(f.tpm, cfg.TPM), cmp.Or(f.rpm, cfg.RPM), modes
+	cfg.ExplainSample = f.explainSample != ""
 	var progress io.Writer = os.Stdout
 	done := func(r Result) {
 		fmt.Printf("%-8s finished: %d/%d documents in %.1fs, %.1f%% of the token quota, %d 429s, %d Temporal retries\n",
@@ -199,8 +210,33 @@ func fanoutMain(ctx context.Context, f flags, modes []string, db, addr string) i
 	if !f.asJSON && len(rs) > 0 {
 		printTable(os.Stdout, cfg, rs)
 	}
+	for _, r := range rs {
+		if werr := explainOutput(f, r.Mode, r.Explain, r.ExplainFailures); werr != nil {
+			stdlog.Print(werr)
+			return 1
+		}
+	}
 	if err != nil {
 		return 1
 	}
 	return 0
+}
+
+// explainOutput prints the accuracy of the explanations sampled in mode (-explain-sample), to stdout
+// or beside -json's lines to stderr, and writes the samples to the flag's file; nothing for a mode
+// that sampled none.
+func explainOutput(f flags, mode string, samples []explainSample, failures int) error {
+	if f.explainSample == "" || mode != ModeSluice {
+		return nil
+	}
+	out := os.Stdout
+	if f.asJSON {
+		out = os.Stderr
+	}
+	newExplainReport(samples, failures).print(out, mode)
+	if err := writeExplainSamples(f.explainSample, samples); err != nil {
+		return fmt.Errorf("-explain-sample: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "explanation samples: %s\n", f.explainSample)
+	return nil
 }

@@ -40,6 +40,9 @@ type SharedConfig struct {
 	Provider        ProviderConfig
 	Modes           []string
 	Progress        time.Duration // how often a progress line is printed; 0: never
+	// ExplainSample has the sluice mode sample its queued tickets' explanations and their real
+	// admissions (-explain-sample; see explain_sample.go).
+	ExplainSample bool
 }
 
 // DefaultSharedConfig is the full scenario: about a minute per mode at the quota. The quota is set so
@@ -193,15 +196,26 @@ func runShared(ctx context.Context, cfg SharedConfig, mode string, work sharedWo
 	}
 	done := make(chan struct{})
 	go r.report(progress, done, len(work.questions))
+	var sampler *explainSampler
+	if mode == ModeSluice && cfg.ExplainSample {
+		sampler = startExplainSampler(ctx, pool, q)
+	}
 	wg.Wait()
 	close(done)
+	var samples []explainSample
+	var failures int
+	if sampler != nil {
+		samples, failures = sampler.stop(ctx)
+	}
 	close(errs)
 	for err := range errs {
 		if err != nil {
 			return SharedResult{}, err
 		}
 	}
-	return r.result(work), nil
+	res := r.result(work)
+	res.Explain, res.ExplainFailures = samples, failures
+	return res, nil
 }
 
 // startReplicas starts cfg.Replicas replicas, each with a worker on both task queues (sharing one

@@ -59,6 +59,10 @@ type SharedResult struct {
 	// For the report: tokens per minute over time, and every answer's latency in seconds.
 	TPM       []Point   `json:"-"`
 	Latencies []float64 `json:"-"`
+	// Explain are the explanations sampled in the sluice mode with -explain-sample, and
+	// ExplainFailures the sampler's failed reads.
+	Explain         []explainSample `json:"-"`
+	ExplainFailures int             `json:"-"`
 }
 
 // result computes the run's figures once every workflow has ended.

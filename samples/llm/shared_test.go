@@ -20,6 +20,7 @@ import (
 func TestDemoShared(t *testing.T) {
 	s := temporaltest.Require(t, server)
 	cfg := ShortSharedConfig()
+	cfg.ExplainSample = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	rs, err := runAllShared(ctx, cfg, testdb.URL(t), s.Addr, io.Discard, nil)
@@ -39,6 +40,10 @@ func TestDemoShared(t *testing.T) {
 	require.Zero(t, byMode[ModeSluice].RateLimited, "Sluice keeps the account under its quota")
 	require.Zero(t, byMode[ModeSluice].Retries, "no Temporal attempt spent on a 429")
 	require.Zero(t, byMode[ModeSluice].WastedCalls)
+	// -explain-sample: the sluice mode's queued tickets were explained, and their admissions seen.
+	require.NotEmpty(t, byMode[ModeSluice].Explain, "explanations sampled")
+	require.Positive(t, newExplainReport(byMode[ModeSluice].Explain, 0).Rows[0].Measured, "an estimate set against its admission")
+	require.Empty(t, byMode[ModeNone].Explain, "only the sluice mode has tickets to explain")
 
 	path := filepath.Join(t.TempDir(), "report.html")
 	require.NoError(t, writeReportFile(path, cfg, rs))
