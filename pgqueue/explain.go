@@ -30,10 +30,14 @@ const explainAheadRead = 2000
 //   - ahead on a limit are the queued tickets drawing on it (in any line) that sort before the ticket
 //     by priority, fair-share start tag and arrival: on its line's limit, its line's order;
 //   - a ticket holding a limit (admitted or running) is expected to release it RunTime after its
-//     admission, or at once when that is past;
+//     admission or, when that is past, RunTime after now (a run past its expected end is taken to
+//     have a typical run still to go);
 //   - RunTime is, by Little's law, the tickets holding the limit divided by the rate the limit
-//     admitted at over the last minute (over the last hour if none in the minute); not known when it
-//     admitted nothing in the hour.
+//     admitted at over the trailing window of its usage history that holds its last 20 admissions
+//     (at most an hour); not known when it admitted nothing in the hour or holds nothing now;
+//   - UsedShare, the share of a reservation a release is expected not to give back, is the tokens
+//     the limit drew over that window, net of the refunds of reported usage, over its admissions at
+//     the mean reservation of the tickets ahead (or holding it).
 //
 // Finding the tickets ahead on a limit other than the line's reads every queued ticket: it is an
 // operator's read, not one for a hot path. An unknown id returns an error wrapping ErrNotFound.
@@ -132,12 +136,11 @@ func (q *Queue) standing(ctx context.Context, tx pgx.Tx, key string, t Ticket, n
 	if err != nil {
 		return st, err
 	}
-	var minute, hour int64
-	if err := tx.QueryRow(ctx, q.s(`SELECT coalesce(sum(requests) FILTER (WHERE second > $2), 0)::bigint, coalesce(sum(requests), 0)::bigint
-		FROM {s}.sluice_usage WHERE key = $1 AND second > $3`), key, now.Add(-time.Minute), now.Add(-time.Hour)).Scan(&minute, &hour); err != nil {
+	pace, err := q.recentPace(ctx, tx, key, now)
+	if err != nil {
 		return st, err
 	}
-	st.RunTime = littleRunTime(inflight, minute, hour)
+	st.RunTime = pace.runTime(inflight, now)
 	rows, err = tx.Query(ctx, q.s(`SELECT admitted_at, cost, output_cost FROM {s}.sluice_ticket
 		WHERE state IN ('admitted', 'running') AND $1 = ANY(limit_keys) LIMIT 10000`), key)
 	if err != nil {
@@ -151,24 +154,88 @@ func (q *Queue) standing(ctx context.Context, tx pgx.Tx, key string, t Ticket, n
 		err := row.Scan(&at, &total, &output)
 		r := throttle.Release{Cost: throttle.CostOf(total, output)}
 		if at != nil && st.RunTime > 0 {
-			r.At = at.UTC().Add(st.RunTime)
+			// A run past its expected end is taken to have a typical run still to go.
+			if r.At = at.UTC().Add(st.RunTime); !r.At.After(now) {
+				r.At = now.Add(st.RunTime)
+			}
 		}
 		return r, err
 	})
+	st.UsedShare = pace.usedShare(meanReservation(st))
 	return st, err
 }
 
-// littleRunTime is how long a ticket holds a limit, by Little's law: the tickets holding it over the
-// rate at which it admits them, measured over the last minute (requests in it), or the last hour when
-// none in the minute. Zero, not known, when it admitted none in the hour or holds none now.
-func littleRunTime(inflight int, minute, hour int64) time.Duration {
-	switch {
-	case inflight <= 0:
-		return 0
-	case minute > 0:
-		return time.Duration(float64(inflight) / float64(minute) * float64(time.Minute))
-	case hour > 0:
-		return time.Duration(float64(inflight) / float64(hour) * float64(time.Hour))
+// paceAmong is how many admissions recentPace looks back for: the trailing window of the limit's
+// usage history that holds that many (or the whole hour), so that the pace neither jumps when one
+// admission leaves a fixed window nor rests on one or two.
+const paceAmong = 20
+
+// pace is what a limit admitted over a trailing window: requests, and tokens net of the refunds of
+// reported usage, since From.
+type pace struct {
+	From             time.Time
+	Requests, Tokens int64
+}
+
+// recentPace reads key's usage history back from now until it holds paceAmong admissions, at most an
+// hour of it.
+func (q *Queue) recentPace(ctx context.Context, tx pgx.Tx, key string, now time.Time) (pace, error) {
+	rows, err := tx.Query(ctx, q.s(`SELECT second, requests, tokens FROM {s}.sluice_usage
+		WHERE key = $1 AND second > $2 AND second <= $3 ORDER BY second DESC`), key, now.Add(-time.Hour), now)
+	if err != nil {
+		return pace{}, err
 	}
-	return 0
+	defer rows.Close()
+	p := pace{From: now}
+	for rows.Next() && p.Requests < paceAmong {
+		var (
+			at               time.Time
+			requests, tokens int64
+		)
+		if err := rows.Scan(&at, &requests, &tokens); err != nil {
+			return pace{}, err
+		}
+		p.From, p.Requests, p.Tokens = at, p.Requests+requests, p.Tokens+tokens
+	}
+	return p, rows.Err()
+}
+
+// runTime is how long a ticket holds the limit, by Little's law: the inflight tickets holding it over
+// the rate at which it admitted them over the pace's window (to now, at least a second). Zero, not
+// known, when it admitted none in the hour or holds none now.
+func (p pace) runTime(inflight int, now time.Time) time.Duration {
+	if inflight <= 0 || p.Requests == 0 {
+		return 0
+	}
+	window := max(now.Sub(p.From), time.Second)
+	return time.Duration(float64(inflight) / float64(p.Requests) * float64(window))
+}
+
+// usedShare is the share of its reservation an admission used, over the pace's window: the tokens it
+// drew net of refunds over its requests at reservation each. Zero, not known, without admissions or a
+// reservation to weigh them by.
+func (p pace) usedShare(reservation float64) float64 {
+	if p.Requests == 0 || reservation <= 0 {
+		return 0
+	}
+	return min(1, max(0, float64(p.Tokens)/(float64(p.Requests)*reservation)))
+}
+
+// meanReservation is the mean reservation, in tokens in all, of the tickets ahead on a limit, or of
+// those holding it when none is ahead: what an admission of the pace's window is taken to reserve.
+func meanReservation(st throttle.Standing) float64 {
+	costs := st.Ahead
+	if len(costs) == 0 {
+		for _, r := range st.Releases {
+			costs = append(costs, r.Cost)
+		}
+	}
+	if len(costs) == 0 {
+		return 0
+	}
+	var sum int64
+	for _, c := range costs {
+		sum += c.Total()
+	}
+	return float64(sum) / float64(len(costs))
 }

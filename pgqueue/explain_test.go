@@ -22,7 +22,7 @@ func TestQueue_Explain(t *testing.T) {
 	first := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "wf-1", ActivityID: "1"})
 	second := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "wf-2", ActivityID: "1", Cost: 40_000})
 	require.Len(t, claim(t, q, pgqueue.ClaimParams{Owner: "owner-1"}).Admitted, 1)
-	b.clock.Add(10 * time.Second) // the first has run for 10 s: Little's law times a run at 60 s (1 held, 1 a minute)
+	b.clock.Add(10 * time.Second) // the first has run for 10 s: Little's law times a run at 10 s (1 held, 1 in 10 s)
 
 	te, err := q.Explain(ctx, second.ID)
 	require.NoError(t, err)
@@ -35,7 +35,16 @@ func TestQueue_Explain(t *testing.T) {
 	require.Equal(t, 1, e.Place, "first in its line: the one ahead was admitted")
 	require.True(t, e.Limits[0].Room, "openai has room")
 	require.Equal(t, throttle.Tokens(40_000), e.Cost)
-	require.Equal(t, t0.Add(time.Minute), e.Estimate, "the running ticket's expected release")
+	require.Equal(t, t0.Add(20*time.Second), e.Estimate, "the running ticket, past its expected end, has a run to go")
+
+	// No jump when the admission leaves the last minute: the pace is taken over the stretch that
+	// holds the last admissions, to now.
+	for _, held := range []time.Duration{59 * time.Second, 61 * time.Second} {
+		b.clock.Add(t0.Add(held).Sub(b.clock.Now()))
+		te, err := q.Explain(ctx, second.ID)
+		require.NoError(t, err)
+		require.Equal(t, t0.Add(2*held), te.Explanation.Estimate, "held for %v", held)
+	}
 
 	// An admitted ticket needs no explanation.
 	te, err = q.Explain(ctx, first.ID)

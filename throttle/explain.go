@@ -21,6 +21,10 @@ type Standing struct {
 	// the tickets Explain admits ahead hold the limit. Zero when not known: those tickets are never
 	// counted on to make room.
 	RunTime time.Duration
+	// UsedShare is the share of its reservation a ticket on the limit is expected to use, from 0 to 1:
+	// a release gives the rest back to the token buckets, as reported usage below a reservation does.
+	// Zero means not known, taken as 1: a release gives no tokens back.
+	UsedShare float64
 }
 
 // Release is a ticket's expected release of a limit: when, and the reservation it gives back.
@@ -124,8 +128,8 @@ const explainHorizon = 100_000
 // are admitted in turn, each as soon as CheckCost allows, and then the ticket. Time moves to the
 // earlier of the refusal's RetryAt and the next release: a holding ticket's expected release
 // (Standing.Releases), or a ticket admitted in the play releasing after Standing.RunTime. A release
-// gives back its whole reservation's slot and in-flight tokens but no tokens to the buckets (usage
-// reported below the reservation would: the estimate errs late there). The ticket's estimate is the
+// gives back its slot and in-flight tokens, and to the token buckets the part of its reservation it is
+// expected not to use (1 - Standing.UsedShare), as a report of usage below the reservation does. The ticket's estimate is the
 // latest of its limits', and not before its not-before time. It assumes that what is queued now is all
 // that goes first (a ticket of a higher priority written later goes ahead), that the tickets ahead on
 // a limit are not held by other limits of theirs, that the claimers take a ticket the moment it has

@@ -13,6 +13,9 @@ func play(ls LimitState, st Standing, costs []Cost, c Cost, now time.Time) (time
 		return time.Time{}, "more than 100,000 tickets ahead"
 	}
 	p := player{limit: ls.Limit, state: ls.State, at: now, runTime: st.RunTime}
+	if st.UsedShare > 0 && st.UsedShare < 1 {
+		p.unused = 1 - st.UsedShare
+	}
 	for _, r := range st.Releases {
 		if !r.At.IsZero() {
 			heap.Push(&p.releases, r)
@@ -32,6 +35,7 @@ type player struct {
 	state    State
 	at       time.Time
 	runTime  time.Duration
+	unused   float64 // the share of a reservation a release gives back to the buckets
 	releases releaseHeap
 }
 
@@ -62,7 +66,8 @@ func (p *player) admit(c Cost) (time.Time, string) {
 		}
 		for len(p.releases) > 0 && !p.releases[0].At.After(p.at) {
 			r := heap.Pop(&p.releases).(Release)
-			p.state = p.limit.ReleaseMany(p.state, p.at, Released{Count: 1, Reserved: r.Cost.Total()})
+			p.state = p.limit.ReleaseMany(p.state, p.at, Released{Count: 1, Reserved: r.Cost.Total(),
+				Refund: p.unused * float64(r.Cost.Total()), RefundOutput: p.unused * float64(r.Cost.Output)})
 		}
 	}
 }

@@ -193,3 +193,25 @@ func randomLimitState(rng *rand.Rand, key string) throttle.LimitState {
 	}
 	return throttle.LimitState{Limit: l, State: s}
 }
+
+// A release gives the buckets back the part of its reservation a ticket is expected not to use: a
+// line on tokens advances at the pace usage, not reservations, allow.
+func TestExplain_UsedShareRefundsOnRelease(t *testing.T) {
+	l := throttle.Limit{Key: "openai", TokensPerMinute: 6_000, TokenBurst: 1_000}
+	in := throttle.ExplainInput{
+		Ticket: throttle.Candidate{ID: 1, LimitKeys: []string{"openai"}, Cost: 1_000},
+		Limits: map[string]throttle.LimitState{"openai": {Limit: l, State: throttle.State{Tokens: throttle.Bucket{Level: 0, At: t0}}}},
+		Standing: map[string]throttle.Standing{"openai": {
+			Releases: []throttle.Release{{At: t0.Add(time.Second), Cost: throttle.Tokens(1_000)}},
+			RunTime:  time.Second,
+		}},
+		Now: t0,
+	}
+	// No refund: 1,000 tokens at 100 a second.
+	require.Equal(t, t0.Add(10*time.Second), throttle.Explain(in).Estimate)
+	// Half used: the release at 1 s gives back 500, with the 100 refilled by then: 400 more, at 5 s.
+	st := in.Standing["openai"]
+	st.UsedShare = 0.5
+	in.Standing["openai"] = st
+	require.Equal(t, t0.Add(5*time.Second), throttle.Explain(in).Estimate)
+}

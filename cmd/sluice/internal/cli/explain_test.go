@@ -79,7 +79,7 @@ func newExplainFixture(t *testing.T) explainFixture {
 	f.running = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 1_000, WorkflowID: "summarize",
 		ActivityID: "1", ActivityType: "Summarize"})
 	f.tenant = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 40_000, OutputCost: 2_000,
-		WorkflowID: "summarize", ActivityID: "2", ActivityType: "Summarize", Deadline: t0.Add(40 * time.Second)})
+		WorkflowID: "summarize", ActivityID: "2", ActivityType: "Summarize", Deadline: t0.Add(15 * time.Second)})
 	claim(1) // its owner's claim: the ticket runs at once
 
 	f.clock.Add(10 * time.Second)
@@ -139,7 +139,7 @@ func TestCLI_Explain(t *testing.T) {
 		{"explain-running", []string{"explain", itoa(f.running)}, "admitted at 2026-01-01 12:00:00 UTC after waiting 0s; running"},
 		{"explain-ahead", []string{"explain", itoa(f.ahead)}, "waits behind 2 tickets ahead in email"},
 		{"explain-unknown", []string{"explain", itoa(f.unknown)}, "expected admission: not known: batch: waits for a running ticket to finish"},
-		{"explain-workflow", []string{"explain", "--workflow", "summarize"}, "expected admission: in 50s (at 12:01:00 UTC)"},
+		{"explain-workflow", []string{"explain", "--workflow", "summarize"}, "expected admission: in 10s (at 12:00:20 UTC)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := f.run(t, c.args...)
@@ -203,7 +203,7 @@ func TestCLI_Explain(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &rows))
 		require.InDelta(t, 10, rows[0].WaitedSeconds, 1e-9)
 		require.NotNil(t, rows[0].ExpectedInSeconds)
-		require.InDelta(t, 50, *rows[0].ExpectedInSeconds, 1e-9)
+		require.InDelta(t, 10, *rows[0].ExpectedInSeconds, 1e-9)
 
 		code, out, errOut = f.run(t, "--json", "explain", "--workflow", "summarize")
 		require.Equal(t, cli.ExitOK, code, errOut)
