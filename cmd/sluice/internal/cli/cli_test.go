@@ -8,7 +8,6 @@ import (
 	"flag"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -82,13 +81,7 @@ func golden(t *testing.T, name, got, schema string) {
 	for _, v := range varying {
 		got = v.re.ReplaceAllString(got, v.with)
 	}
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./cmd/sluice/internal/cli -update to write it")
-	require.Equal(t, string(want), got)
+	exactGolden(t, name, got)
 }
 
 func TestCLI_ReadsAndSteers(t *testing.T) {
