@@ -129,7 +129,8 @@ const explainHorizon = 100_000
 // earlier of the refusal's RetryAt and the next release: a holding ticket's expected release
 // (Standing.Releases), or a ticket admitted in the play releasing after Standing.RunTime. A release
 // gives back its slot and in-flight tokens, and to the token buckets the part of its reservation it is
-// expected not to use (1 - Standing.UsedShare), as a report of usage below the reservation does. The ticket's estimate is the
+// expected not to use (1 - Standing.UsedShare), as a report of usage below the reservation does;
+// without a RunTime, a ticket admitted in the play gives that part back at its admission. The ticket's estimate is the
 // latest of its limits', and not before its not-before time. It assumes that what is queued now is all
 // that goes first (a ticket of a higher priority written later goes ahead), that the tickets ahead on
 // a limit are not held by other limits of theirs, that the claimers take a ticket the moment it has

@@ -48,6 +48,11 @@ func (p *player) admit(c Cost) (time.Time, string) {
 			p.state = p.limit.AdmitCost(p.state, p.at, c)
 			if p.runTime > 0 {
 				heap.Push(&p.releases, Release{At: p.at.Add(p.runTime), Cost: c})
+			} else if p.unused > 0 {
+				// No run time to release it after: its slot is never counted on, but the tokens it
+				// will not use come back at once rather than never.
+				p.state = p.limit.ReleaseMany(p.state, p.at, Released{Refund: p.unused * float64(c.Total()),
+					RefundOutput: p.unused * float64(c.Output)})
 			}
 			return p.at, ""
 		}

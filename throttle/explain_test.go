@@ -215,3 +215,22 @@ func TestExplain_UsedShareRefundsOnRelease(t *testing.T) {
 	in.Standing["openai"] = st
 	require.Equal(t, t0.Add(5*time.Second), throttle.Explain(in).Estimate)
 }
+
+// Without a run time, a ticket admitted in the play never frees its slot, but the tokens it is
+// expected not to use still come back: at its admission.
+func TestExplain_UsedShareWithoutRunTime(t *testing.T) {
+	l := throttle.Limit{Key: "openai", TokensPerMinute: 6_000, TokenBurst: 1_000}
+	in := throttle.ExplainInput{
+		Ticket:   throttle.Candidate{ID: 2, LimitKeys: []string{"openai"}, Cost: 1_000},
+		Limits:   map[string]throttle.LimitState{"openai": {Limit: l}},
+		Standing: map[string]throttle.Standing{"openai": {Ahead: []throttle.Cost{throttle.Tokens(1_000)}, AheadCount: 1}},
+		Now:      t0,
+	}
+	// The one ahead takes the full bucket; this one waits for 1,000 at 100 a second.
+	require.Equal(t, t0.Add(10*time.Second), throttle.Explain(in).Estimate)
+	st := in.Standing["openai"]
+	st.UsedShare = 0.25
+	in.Standing["openai"] = st
+	// 750 of the one ahead come back at once: 250 more, at 2.5 s.
+	require.Equal(t, t0.Add(2500*time.Millisecond), throttle.Explain(in).Estimate)
+}
