@@ -18,10 +18,11 @@ import (
 // limitStateArgs); $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
 // tickets; $17 and $18 the admitted tickets and their instants, running when their owner is the
 // claimer, $19; $20 and $21 the notification channel and payload prefix, $22 the owners to notify.
-// $24 to $29 what the admissions drew per key and second (see usage.args), added to sluice_usage.
-// It returns, for each line $23, the tickets queued in it, counted to at most 1,000 (the statement's
-// snapshot, taken before its own updates, still counts the admitted tickets as queued). The count
-// reads the line index in its order: without the ORDER BY it may be planned as a scan of the table.
+// $25 to $32 what the admissions drew per key and second (see usage.args), added to sluice_usage.
+// It returns, for each line $23, the tickets queued in it, counted to at most 1,000 past the $24 it
+// admitted (the statement's snapshot, taken before its own updates, still counts the admitted tickets
+// as queued). The count reads the line index in its order: without the ORDER BY it may be planned as
+// a scan of the table.
 //
 // The CTEs touch disjoint tickets (store checks that no ticket is in two lists), each of them still
 // queued: the claim holds their locks. Each says the state it expects and returns what it changed,
@@ -47,11 +48,11 @@ var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 ), woken AS (
 	SELECT count(pg_notify($20, $21 || o)) AS n FROM unnest($22::text[]) AS o
 ), used AS (
-	` + usageUpsert(24) + `
+	` + usageUpsert(25) + `
 )
 SELECT d.line, (SELECT count(*) FROM (SELECT 1 FROM {s}.sluice_ticket t
 	WHERE t.line_key = d.line AND t.state = 'queued' ORDER BY priority, vstart, seq LIMIT 1000 + d.admitted) q)
-FROM unnest($23::text[], $30::int[]) AS d(line, admitted), woken
+FROM unnest($23::text[], $24::int[]) AS d(line, admitted), woken
 UNION ALL
 SELECT NULL, {s}.sluice_fail('sluice: claim: tickets ' || ids::text || ' were not queued when the claim stored its decisions')
 FROM unchanged WHERE ids IS NOT NULL`
@@ -72,10 +73,10 @@ func (c *claimRun) store(ctx context.Context) error {
 	c.usage.refunds(c.locked, c.now)
 	owners := slices.Sorted(maps.Keys(c.owners))
 	args = append(args, c.waitIDs, c.waitReasons, c.expiredIDs, c.admittedIDs, c.admittedAt, c.p.Owner,
-		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines)
+		NotifyChannel, c.q.opts.Schema+"|"+kindAdmitted+"|", owners, c.depthLines, c.depthAdmitted)
 	// The count reads the tickets this statement admits as still queued (a statement sees the table
-	// as it began), so it reads past them, to 1,000 more.
-	args = append(append(args, c.usage.args()...), c.depthAdmitted)
+	// as it began), so it reads past them, to 1,000 more: $24.
+	args = append(args, c.usage.args()...)
 	admitted := make(map[string]int, len(c.depthLines))
 	for i, line := range c.depthLines {
 		admitted[line] = c.depthAdmitted[i]
@@ -114,8 +115,9 @@ func (c *claimRun) checkDisjoint() error {
 // meanwhile.
 type usage map[usageAt]*usageSums
 
-// usageSums are one key's usage in one second: requests, and tokens in all, of input and of output.
-type usageSums struct{ requests, tokens, input, output int64 }
+// usageSums are one key's usage in one second: requests, and tokens in all, of input and of output,
+// net of the refunds folded in the second; and those refunds, of input and of output.
+type usageSums struct{ requests, tokens, input, output, returnedInput, returnedOutput int64 }
 
 type usageAt struct {
 	key    string
@@ -142,18 +144,21 @@ func (u usage) row(key string, at time.Time) *usageSums {
 	return u[a]
 }
 
-// usageUpsert adds the usage given as the statement's parameters $n to $n+5 (see usage.args) to
+// usageUpsert adds the usage given as the statement's parameters $n to $n+7 (see usage.args) to
 // sluice_usage. Its writer must hold the limit rows of the keys it writes for.
 func usageUpsert(n int) string {
-	return fmt.Sprintf(`INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens, input_tokens, output_tokens)
-	SELECT * FROM unnest($%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::bigint[], $%d::bigint[], $%d::bigint[])
+	return fmt.Sprintf(`INSERT INTO {s}.sluice_usage AS u (key, second, requests, tokens, input_tokens, output_tokens,
+		returned_input, returned_output)
+	SELECT * FROM unnest($%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::bigint[], $%d::bigint[], $%d::bigint[],
+		$%d::bigint[], $%d::bigint[])
 	ON CONFLICT (key, second) DO UPDATE SET requests = u.requests + excluded.requests, tokens = u.tokens + excluded.tokens,
-		input_tokens = u.input_tokens + excluded.input_tokens, output_tokens = u.output_tokens + excluded.output_tokens`,
-		n, n+1, n+2, n+3, n+4, n+5)
+		input_tokens = u.input_tokens + excluded.input_tokens, output_tokens = u.output_tokens + excluded.output_tokens,
+		returned_input = u.returned_input + excluded.returned_input, returned_output = u.returned_output + excluded.returned_output`,
+		n, n+1, n+2, n+3, n+4, n+5, n+6, n+7)
 }
 
-// args are claimStoreSQL's $24 to $29: keys, seconds, requests, tokens, input and output tokens, in
-// a stable order.
+// args are claimStoreSQL's $25 to $32: keys, seconds, requests, tokens, input and output tokens, and
+// the input and output tokens returned, in a stable order.
 func (u usage) args() []any {
 	ats := slices.SortedFunc(maps.Keys(u), func(a, b usageAt) int {
 		return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.second, b.second))
@@ -161,10 +166,12 @@ func (u usage) args() []any {
 	n := len(ats)
 	keys, seconds := make([]string, n), make([]time.Time, n)
 	requests, tokens, input, output := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	returnedInput, returnedOutput := make([]int64, n), make([]int64, n)
 	for i, at := range ats {
 		keys[i], seconds[i] = at.key, time.Unix(at.second, 0).UTC()
 		r := u[at]
 		requests[i], tokens[i], input[i], output[i] = r.requests, r.tokens, r.input, r.output
+		returnedInput[i], returnedOutput[i] = r.returnedInput, r.returnedOutput
 	}
-	return []any{keys, seconds, requests, tokens, input, output}
+	return []any{keys, seconds, requests, tokens, input, output, returnedInput, returnedOutput}
 }

@@ -53,6 +53,10 @@ func TestQueue_InputAndOutputBudgets(t *testing.T) {
 		q.Schema()+`.sluice_usage WHERE key = 'anthropic'`).Scan(&tokens, &input, &output))
 	require.Equal(t, []int64{1_500 - 100, 300 + 200, 1_200 - 300}, []int64{tokens, input, output},
 		"three reservations, less what the report gave back, by dimension")
+	var returnedInput, returnedOutput int64
+	require.NoError(t, q.Pool().QueryRow(ctx, `SELECT sum(returned_input), sum(returned_output) FROM `+
+		q.Schema()+`.sluice_usage WHERE key = 'anthropic'`).Scan(&returnedInput, &returnedOutput))
+	require.Equal(t, []int64{-200, 300}, []int64{returnedInput, returnedOutput}, "what the report gave back, apart")
 	requireHealthy(t, q)
 
 	_, err = q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"anthropic"}, Cost: 10, OutputCost: 11, Owner: "o"})
@@ -79,7 +83,7 @@ func TestMigration006_KeepsSingleBudgetLimits(t *testing.T) {
 	require.NoError(t, err)
 	res, err := pgqueue.Migrate(ctx, pool, opts)
 	require.NoError(t, err)
-	require.Equal(t, []int{6, 7, 8, 9}, res.Applied)
+	require.Equal(t, []int{6, 7, 8, 9, 10}, res.Applied)
 
 	clock := &fakeClock{t: t0}
 	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema, Now: clock.Now})

@@ -47,6 +47,7 @@ func ExampleMigrations() {
 	// 007 checked_changes
 	// 008 key_prefix_index
 	// 009 limit_history
+	// 010 usage_returned
 }
 
 func ExampleValidateSchema() {

@@ -35,9 +35,9 @@ const explainAheadRead = 2000
 //   - RunTime is, by Little's law, the tickets holding the limit divided by the rate the limit
 //     admitted at over the trailing window of its usage history that holds its last 20 admissions
 //     (at most an hour); not known when it admitted nothing in the hour or holds nothing now;
-//   - UsedShare, the share of a reservation a release is expected not to give back, is the tokens
-//     the limit drew over that window, net of the refunds of reported usage, over its admissions at
-//     the mean reservation of the tickets ahead (or holding it).
+//   - UsedShare, the share of a reservation a run is expected to use (a release gives the rest back
+//     to the token buckets), is the tokens the limit drew over that window net of the refunds of
+//     reported usage, over those tokens and the refunds.
 //
 // Finding the tickets ahead on a limit other than the line's reads every queued ticket: it is an
 // operator's read, not one for a hot path. An unknown id returns an error wrapping ErrNotFound.
@@ -161,7 +161,7 @@ func (q *Queue) standing(ctx context.Context, tx pgx.Tx, key string, t Ticket, n
 		}
 		return r, err
 	})
-	st.UsedShare = pace.usedShare(meanReservation(st))
+	st.UsedShare = pace.usedShare()
 	return st, err
 }
 
@@ -170,17 +170,17 @@ func (q *Queue) standing(ctx context.Context, tx pgx.Tx, key string, t Ticket, n
 // admission leaves a fixed window nor rests on one or two.
 const paceAmong = 20
 
-// pace is what a limit admitted over a trailing window: requests, and tokens net of the refunds of
-// reported usage, since From.
+// pace is what a limit admitted over a trailing window: requests, the tokens they drew net of the
+// refunds of reported usage, and those refunds, since From.
 type pace struct {
-	From             time.Time
-	Requests, Tokens int64
+	From                       time.Time
+	Requests, Tokens, Returned int64
 }
 
 // recentPace reads key's usage history back from now until it holds paceAmong admissions, at most an
 // hour of it.
 func (q *Queue) recentPace(ctx context.Context, tx pgx.Tx, key string, now time.Time) (pace, error) {
-	rows, err := tx.Query(ctx, q.s(`SELECT second, requests, tokens FROM {s}.sluice_usage
+	rows, err := tx.Query(ctx, q.s(`SELECT second, requests, tokens, returned_input + returned_output FROM {s}.sluice_usage
 		WHERE key = $1 AND second > $2 AND second <= $3 ORDER BY second DESC`), key, now.Add(-time.Hour), now)
 	if err != nil {
 		return pace{}, err
@@ -189,13 +189,13 @@ func (q *Queue) recentPace(ctx context.Context, tx pgx.Tx, key string, now time.
 	p := pace{From: now}
 	for rows.Next() && p.Requests < paceAmong {
 		var (
-			at               time.Time
-			requests, tokens int64
+			at                         time.Time
+			requests, tokens, returned int64
 		)
-		if err := rows.Scan(&at, &requests, &tokens); err != nil {
+		if err := rows.Scan(&at, &requests, &tokens, &returned); err != nil {
 			return pace{}, err
 		}
-		p.From, p.Requests, p.Tokens = at, p.Requests+requests, p.Tokens+tokens
+		p.From, p.Requests, p.Tokens, p.Returned = at, p.Requests+requests, p.Tokens+tokens, p.Returned+returned
 	}
 	return p, rows.Err()
 }
@@ -211,31 +211,16 @@ func (p pace) runTime(inflight int, now time.Time) time.Duration {
 	return time.Duration(float64(inflight) / float64(p.Requests) * float64(window))
 }
 
-// usedShare is the share of its reservation an admission used, over the pace's window: the tokens it
-// drew net of refunds over its requests at reservation each. Zero, not known, without admissions or a
-// reservation to weigh them by.
-func (p pace) usedShare(reservation float64) float64 {
-	if p.Requests == 0 || reservation <= 0 {
+// usedShare is the share of their reservations the runs used, over the pace's window: the tokens
+// drawn net of refunds over those and the refunds (what was reserved), in all. Taken in all, not by
+// dimension: a reservation given as one figure (input) with usage reported by dimension refunds
+// input and takes output as debt, which only the sum reads right. Zero, not known, when nothing was
+// reserved. The refunds of the window are those of the runs that ended in it, a run after their
+// admissions: the share follows a change of usage a run late.
+func (p pace) usedShare() float64 {
+	reserved := p.Tokens + p.Returned
+	if reserved <= 0 {
 		return 0
 	}
-	return min(1, max(0, float64(p.Tokens)/(float64(p.Requests)*reservation)))
-}
-
-// meanReservation is the mean reservation, in tokens in all, of the tickets ahead on a limit, or of
-// those holding it when none is ahead: what an admission of the pace's window is taken to reserve.
-func meanReservation(st throttle.Standing) float64 {
-	costs := st.Ahead
-	if len(costs) == 0 {
-		for _, r := range st.Releases {
-			costs = append(costs, r.Cost)
-		}
-	}
-	if len(costs) == 0 {
-		return 0
-	}
-	var sum int64
-	for _, c := range costs {
-		sum += c.Total()
-	}
-	return float64(sum) / float64(len(costs))
+	return min(1, max(0, float64(p.Tokens)/float64(reserved)))
 }

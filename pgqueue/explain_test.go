@@ -117,3 +117,23 @@ func TestQueue_ExplainEstimateIsWhenAClaimAdmits(t *testing.T) {
 	}
 	t.Fatal("not admitted at its estimate")
 }
+
+// A run that reported using a quarter of its reservation has the estimate give back three quarters
+// of each played admission: the line advances at the pace of usage.
+func TestQueue_ExplainCountsRefunds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q, _ := setup(t, throttle.Limit{Key: "k", TokensPerMinute: 6_000, TokenBurst: 1_000})
+	a := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 1_000})
+	require.Len(t, claim(t, q, pgqueue.ClaimParams{Owner: "owner-1"}).Admitted, 1)
+	require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: a.ID, ActualCost: 250, OutcomeKind: pgqueue.OutcomeCompleted}))
+	enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 1_000})
+	c := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 1_000})
+	require.Empty(t, claim(t, q, pgqueue.ClaimParams{Owner: "owner-1"}).Admitted, "750 back: short of 1,000")
+
+	te, err := q.Explain(ctx, c.ID)
+	require.NoError(t, err)
+	// The one ahead at 2.5 s (250 more at 100 a second); 750 of it back at once (no run time: none
+	// holds the limit); this one 2.5 s later. Without the refund: 12.5 s.
+	require.Equal(t, t0.Add(5*time.Second), te.Explanation.Estimate)
+}

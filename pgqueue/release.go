@@ -184,12 +184,15 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []sp
 }
 
 // refund records tokens reported usage gave back to key, in all and of output, at the instant the
-// claim folded them in: the history counts what was spent, not only what was reserved.
+// claim folded them in: the history counts what was spent, not only what was reserved, and what came
+// back apart (Explain's share of a reservation that comes back).
 func (u usage) refund(key string, at time.Time, tokens, output int64) {
 	r := u.row(key, at)
 	r.tokens -= tokens
 	r.input -= tokens - output
 	r.output -= output
+	r.returnedInput += tokens - output
+	r.returnedOutput += output
 }
 
 // refunds records, at the instant at, the refunds that the releases folded into rows gave back.

@@ -1,0 +1,1 @@
+ALTER TABLE sluice_usage DROP COLUMN IF EXISTS returned_input, DROP COLUMN IF EXISTS returned_output;
