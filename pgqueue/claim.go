@@ -239,8 +239,7 @@ func (c *claimRun) decide(ctx context.Context, line string, page []Ticket) (bool
 	}
 	cands := make([]throttle.Candidate, len(page))
 	for i, t := range page {
-		cands[i] = throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost, VStart: t.VStart,
-			Deadline: t.Deadline, NotBefore: t.NotBefore}
+		cands[i] = t.candidate()
 	}
 	held := make(map[string]throttle.LimitState, len(c.locked))
 	for k, r := range c.locked {

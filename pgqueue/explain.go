@@ -88,20 +88,11 @@ func (q *Queue) explainInput(ctx context.Context, tx pgx.Tx, t Ticket) (throttle
 	if err != nil {
 		return throttle.ExplainInput{}, err
 	}
-	statuses, err := q.limitStatuses(ctx, tx, t.LimitKeys)
+	limits, err := q.limitStates(ctx, tx, t.LimitKeys)
 	if err != nil {
 		return throttle.ExplainInput{}, err
 	}
-	in := throttle.ExplainInput{
-		Ticket: throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost,
-			VStart: t.VStart, Deadline: t.Deadline, NotBefore: t.NotBefore},
-		Limits:   map[string]throttle.LimitState{},
-		Standing: map[string]throttle.Standing{},
-		Now:      now,
-	}
-	for k, s := range statuses {
-		in.Limits[k] = throttle.LimitState{Limit: s.Effective, State: s.State}
-	}
+	in := throttle.ExplainInput{Ticket: t.candidate(), Limits: limits, Standing: map[string]throttle.Standing{}, Now: now}
 	for _, k := range t.LimitKeys {
 		if _, ok := in.Standing[k]; ok {
 			continue

@@ -241,6 +241,20 @@ func (q *Queue) LimitStatus(ctx context.Context, key string) (LimitStatus, error
 	return s, nil
 }
 
+// limitStates reads the limits of keys that exist, by key, as admission applies them (the effective
+// limit) with their states as the next claim will see them: what throttle.Explain takes.
+func (q *Queue) limitStates(ctx context.Context, db DB, keys []string) (map[string]throttle.LimitState, error) {
+	statuses, err := q.limitStatuses(ctx, db, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]throttle.LimitState, len(statuses))
+	for k, s := range statuses {
+		out[k] = throttle.LimitState{Limit: s.Effective, State: s.State}
+	}
+	return out, nil
+}
+
 // limitStatuses reads the limits of keys that exist, by key, each with its pending releases folded
 // into its state: the state as the next claim will see it.
 func (q *Queue) limitStatuses(ctx context.Context, db DB, keys []string) (map[string]LimitStatus, error) {

@@ -91,6 +91,12 @@ const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_co
 	nullif(not_before, '-infinity'), enqueued_at, admitted_at, finished_at, coalesce(outcome_kind, ''), outcome,
 	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, ''), output_cost, coalesce(actual_output, 0)`
 
+// candidate is the ticket as a claim sees it.
+func (t Ticket) candidate() throttle.Candidate {
+	return throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost, VStart: t.VStart,
+		Deadline: t.Deadline, NotBefore: t.NotBefore}
+}
+
 // Reserved is the ticket's reservation by dimension.
 func (t Ticket) Reserved() throttle.Cost {
 	return throttle.CostOf(t.Cost, t.OutputCost)

@@ -76,13 +76,9 @@ func (q *Queue) placeTickets(ctx context.Context, tx pgx.Tx, key string, ts []Ti
 			}
 		}
 	}
-	statuses, err := q.limitStatuses(ctx, tx, keys)
+	limits, err := q.limitStates(ctx, tx, keys)
 	if err != nil {
 		return nil, err
-	}
-	limits := make(map[string]throttle.LimitState, len(statuses))
-	for k, s := range statuses {
-		limits[k] = throttle.LimitState{Limit: s.Effective, State: s.State}
 	}
 	out := make([]KeyTicket, len(ts))
 	for i, t := range ts {
@@ -91,12 +87,7 @@ func (q *Queue) placeTickets(ctx context.Context, tx pgx.Tx, key string, ts []Ti
 			continue
 		}
 		out[i].Place = i + 1
-		in := throttle.ExplainInput{
-			Ticket: throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost,
-				Deadline: t.Deadline, NotBefore: t.NotBefore},
-			Limits: limits,
-			Now:    now,
-		}
+		in := throttle.ExplainInput{Ticket: t.candidate(), Limits: limits, Now: now}
 		if t.LineKey == key {
 			in.Standing = map[string]throttle.Standing{key: {AheadCount: i}}
 		}
