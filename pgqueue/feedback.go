@@ -45,7 +45,7 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 			return err
 		}
 		learned := throttle.LearnedLimit(r.configured, eff)
-		if learned == r.learned {
+		if learned.Equal(r.learned) {
 			// Most responses teach what the last one did: the row's learned figures stay as they are.
 			_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_at = $2 WHERE key = $1`), key, now)
 			return err

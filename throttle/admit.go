@@ -16,6 +16,9 @@ type State struct {
 	InflightCount  int       `json:"inflight_count"`
 	InflightTokens int64     `json:"inflight_tokens"`
 	PausedUntil    time.Time `json:"paused_until,omitzero"`
+	// Allowances are the states of the limit's allowances, by Allowance.Key; nil when it has none or
+	// they have counted nothing.
+	Allowances AllowanceStates `json:"allowances,omitempty"`
 }
 
 // Reason says why a ticket waits.

@@ -142,6 +142,20 @@ func (a Allowance) String() string {
 	return a.meterName() + "=" + amount + "/" + a.periodName()
 }
 
+// FormatAmount writes n in a's unit, as an operator reads it: money as a decimal with its currency
+// (5.00 USD), tokens and requests as a count with the meter (5000000 tokens, 12 requests).
+func (a Allowance) FormatAmount(n int64) string {
+	switch a.Meter {
+	case MeterMoney:
+		return formatMicros(n) + " " + a.Currency
+	case MeterInputTokens:
+		return strconv.FormatInt(n, 10) + " input tokens"
+	case MeterOutputTokens:
+		return strconv.FormatInt(n, 10) + " output tokens"
+	}
+	return strconv.FormatInt(n, 10) + " " + string(a.Meter)
+}
+
 // meterName is a's meter as the syntax writes it: its name, or its currency in lower case.
 func (a Allowance) meterName() string {
 	if a.Meter == MeterMoney {

@@ -19,6 +19,9 @@ type Candidate struct {
 	// OutputCost is the part of Cost reserved for output tokens; the rest is input (see Cost, the
 	// type). Zero for a cost given as one figure.
 	OutputCost int64
+	// Money is the reservation in money, micro-units of the currency of the money allowances of the
+	// limits it draws on (a price table's estimate of Cost); zero when it has none.
+	Money int64
 	// VStart is the ticket's fair-share start tag (Place.Start): admitting it moves its line's virtual
 	// time up to it.
 	VStart float64
@@ -84,8 +87,19 @@ type Wait struct {
 	Reason Reason
 }
 
+// Refusal is a ticket a claim refused because an allowance of one of its limits is spent and the
+// ticket is not to wait for it (Spent.Refuses): the limit's key and the allowance.
+type Refusal struct {
+	ID    int64
+	Key   string
+	Spent Spent
+}
+
 // ClaimDecision is what DecideClaim decided on one page of a line.
 type ClaimDecision struct {
+	// Refused are the candidates refused because an allowance is spent, in line order: they are to
+	// be removed and failed, not admitted.
+	Refused []Refusal
 	// Admitted are the candidates admitted, in line order, each at the instant of its decision.
 	Admitted []Admission
 	// Expired are the IDs of the candidates whose deadline passed (or is closer than MinRemaining),
@@ -137,6 +151,10 @@ func (d *ClaimDecision) retryAt(t time.Time) {
 //     candidate after it wait for that reason. When it is another limit (a full tenant), the candidate
 //     is passed over, so that one full tenant does not stall the line. Either way RetryAt is at most
 //     the refusal's;
+//   - when the limit that refuses does so for a spent allowance (ReasonAllowance) that is not to be
+//     waited for (Spent.Refuses: the allowance refuses, it will never have room, or the candidate's
+//     deadline comes first), the candidate is Refused instead, whichever limit it is: a refusal is
+//     final, so it neither blocks the line nor holds a place in it;
 //   - otherwise it is admitted on every limit (Limit.Admit) at the instant, and the line's virtual
 //     time moves up to its VStart.
 //
@@ -178,6 +196,10 @@ func DecideClaim(p ClaimPage) (ClaimDecision, error) {
 			continue
 		}
 		if key, refused := check(held, c, d.Now); !refused.OK() {
+			if sp, ok := refusal(held[key], c, d.Now, refused); ok {
+				d.Refused = append(d.Refused, Refusal{ID: c.ID, Key: key, Spent: sp})
+				continue
+			}
 			d.retryAt(refused.RetryAt)
 			if key != p.Line {
 				d.Waits = append(d.Waits, Wait{ID: c.ID, Key: key, Reason: refused.Reason})
@@ -236,7 +258,7 @@ func (d *ClaimDecision) lock(lock LockFunc, keys []string, held map[string]Limit
 func check(held map[string]LimitState, c Candidate, now time.Time) (string, Decision) {
 	for _, k := range c.LimitKeys {
 		ls := held[k]
-		if d := ls.Limit.CheckCost(ls.State, now, c.split()); !d.OK() {
+		if d := ls.Limit.CheckSpend(ls.State, now, c.spend()); !d.OK() {
 			return k, d
 		}
 	}
@@ -250,7 +272,7 @@ func (d *ClaimDecision) admit(held map[string]LimitState, c Candidate) {
 	}
 	for _, k := range c.LimitKeys {
 		ls := held[k]
-		ls.State = ls.Limit.AdmitCost(ls.State, d.Now, c.split())
+		ls.State = ls.Limit.AdmitSpend(ls.State, d.Now, c.spend())
 		held[k] = ls
 		d.States[k] = ls.State
 	}
@@ -260,3 +282,16 @@ func (d *ClaimDecision) admit(held map[string]LimitState, c Candidate) {
 
 // split is c's reservation by dimension.
 func (c Candidate) split() Cost { return CostOf(c.Cost, c.OutputCost) }
+
+// spend is what c counts against allowances.
+func (c Candidate) spend() Spend { return Spend{Tokens: c.split(), Money: c.Money} }
+
+// refusal returns the spent allowance of ls that refuses c at now for good (Spent.Refuses), and
+// false when the decision d of ls is not an allowance's or c may wait for it.
+func refusal(ls LimitState, c Candidate, now time.Time, d Decision) (Spent, bool) {
+	if d.Reason != ReasonAllowance {
+		return Spent{}, false
+	}
+	sp, ok := ls.Limit.SpentAllowance(ls.State, now, c.spend())
+	return sp, ok && sp.Refuses(c.Deadline)
+}

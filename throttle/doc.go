@@ -72,13 +72,18 @@
 // tokens=5000000/day@America/Los_Angeles or usd=5.00/day; [Allowance.Window] gives the window an
 // instant falls in, by the zone's clock (a day is 23 or 25 hours when daylight saving time changes).
 // [Allowances] apply all of a limit's to a ticket's [Spend]: Check, Admit, and Release in the window
-// the ticket was admitted in, with their [AllowanceStates]; [Decision.Join] combines that with the
-// limit's own decision, the tightest winning:
+// the ticket was admitted in, with their [AllowanceStates]. A [Limit] carries its allowances
+// (Limit.Allowances) and its State their states: [Limit.CheckSpend] and [Limit.AdmitSpend] apply
+// the rates and every allowance at once, the tightest winning, and [Limit.SpentAllowance] says which
+// allowance is spent, what it counted and when it resets:
 //
-//	d, bind := allowances.Check(st, now, spend)
-//	if d = l.CheckCost(s, now, spend.Tokens).Join(d); d.OK() {
-//		s, st = l.AdmitCost(s, now, spend.Tokens), allowances.Admit(st, now, spend)
+//	if d := l.CheckSpend(s, now, spend); d.OK() {
+//		s = l.AdmitSpend(s, now, spend)
+//	} else if spent, ok := l.SpentAllowance(s, now, spend); ok && spent.Refuses(deadline) {
+//		return spent // fail the activity with spent.Error()
 //	}
+//
+// [PriceTable] turns tokens into the money a money allowance counts.
 //
 // Time zones are the one thing this package reads from outside: time.LoadLocation loads each
 // zone once, from the system's zone database. A program run where there may be none (a scratch

@@ -83,6 +83,9 @@ type LimitWait struct {
 	// when it cannot be known, and Unknown says why.
 	ReadyAt time.Time `json:"ready_at,omitzero"`
 	Unknown string    `json:"unknown,omitempty"`
+	// Spent is the allowance that refuses the ticket, when Reason is "allowance": what it counted, and
+	// when it has room again.
+	Spent *Spent `json:"spent,omitempty"`
 }
 
 // Explanation is why a queued ticket waits, limit by limit, and when it is expected to be admitted.
@@ -108,6 +111,9 @@ type Explanation struct {
 	// Expires reports that the ticket's deadline falls before Estimate: Temporal is expected to time
 	// it out first.
 	Expires bool `json:"expires,omitempty"`
+	// Refused is the spent allowance for which the next claim refuses the ticket rather than let it
+	// wait (Spent.Refuses): its activity fails with the allowance's error.
+	Refused *Spent `json:"refused,omitempty"`
 	// Now is the instant of the explanation.
 	Now time.Time `json:"now"`
 }
@@ -146,8 +152,11 @@ func Explain(in ExplainInput) Explanation {
 	}
 	var latest time.Time
 	for _, k := range c.LimitKeys {
-		w := explainLimit(k, in, e.Cost)
+		w := explainLimit(k, in, c.spend())
 		e.Limits = append(e.Limits, w)
+		if w.Spent != nil && w.Spent.Refuses(c.Deadline) && e.Refused == nil {
+			e.Refused = w.Spent
+		}
 		if w.Unknown != "" && e.Unknown == "" {
 			e.Unknown = k + ": " + w.Unknown
 		}
@@ -202,8 +211,8 @@ func later(a, b time.Time) bool {
 	return a.IsZero() || a.After(b)
 }
 
-// explainLimit is how limit key stands towards the ticket of in, whose reservation is c.
-func explainLimit(key string, in ExplainInput, c Cost) LimitWait {
+// explainLimit is how limit key stands towards the ticket of in, which spends sp.
+func explainLimit(key string, in ExplainInput, sp Spend) LimitWait {
 	ls, ok := in.Limits[key]
 	st := in.Standing[key]
 	w := LimitWait{Key: key, Ahead: st.AheadCount}
@@ -213,17 +222,20 @@ func explainLimit(key string, in ExplainInput, c Cost) LimitWait {
 	}
 	w.Limit = ls.Limit.WithDefaults()
 	w.State = w.Limit.Refill(ls.State, in.Now)
-	d := w.Limit.CheckCost(ls.State, in.Now, c)
+	d := w.Limit.CheckSpend(ls.State, in.Now, sp)
 	w.Room = d.OK()
 	if !w.Room {
 		w.Reason, w.RetryAt = d.Reason.String(), d.RetryAt
+	}
+	if spent, ok := w.Limit.SpentAllowance(ls.State, in.Now, sp); ok && d.Reason == ReasonAllowance {
+		w.Spent = &spent
 	}
 	costs := aheadCosts(st)
 	for _, a := range costs {
 		w.AheadCost.Input += a.Input
 		w.AheadCost.Output += a.Output
 	}
-	w.ReadyAt, w.Unknown = play(LimitState{Limit: w.Limit, State: ls.State}, st, costs, c, in.Now)
+	w.ReadyAt, w.Unknown = play(LimitState{Limit: w.Limit, State: ls.State}, st, costs, sp, in.Now)
 	return w
 }
 

@@ -8,7 +8,7 @@ import (
 // play plays one limit forward from its state at now (see Explain): the tickets ahead of costs are
 // admitted in turn, then the ticket of cost c. It returns when the ticket is admitted, or the zero
 // time and why that cannot be known.
-func play(ls LimitState, st Standing, costs []Cost, c Cost, now time.Time) (time.Time, string) {
+func play(ls LimitState, st Standing, costs []Cost, c Spend, now time.Time) (time.Time, string) {
 	if st.AheadCount > explainHorizon {
 		return time.Time{}, "more than 100,000 tickets ahead"
 	}
@@ -22,7 +22,7 @@ func play(ls LimitState, st Standing, costs []Cost, c Cost, now time.Time) (time
 		}
 	}
 	for _, a := range costs {
-		if _, why := p.admit(a); why != "" {
+		if _, why := p.admit(Spend{Tokens: a}); why != "" {
 			return time.Time{}, why
 		}
 	}
@@ -39,13 +39,15 @@ type player struct {
 	releases releaseHeap
 }
 
-// admit moves time on until the limit admits a ticket of cost c, admits it, and returns the instant;
-// or the zero time and why that instant cannot be known.
-func (p *player) admit(c Cost) (time.Time, string) {
+// admit moves time on until the limit admits a ticket spending sp, admits it, and returns the
+// instant; or the zero time and why that instant cannot be known. The tickets ahead are played with
+// their tokens only: a money allowance counts none of their cost.
+func (p *player) admit(sp Spend) (time.Time, string) {
+	c := sp.Tokens
 	for {
-		d := p.limit.CheckCost(p.state, p.at, c)
+		d := p.limit.CheckSpend(p.state, p.at, sp)
 		if d.OK() {
-			p.state = p.limit.AdmitCost(p.state, p.at, c)
+			p.state = p.limit.AdmitSpend(p.state, p.at, sp)
 			if p.runTime > 0 {
 				heap.Push(&p.releases, Release{At: p.at.Add(p.runTime), Cost: c})
 			} else if p.unused > 0 {
@@ -85,6 +87,8 @@ func (p *player) never(r Reason) string {
 			return "waits for a running ticket to finish, and no run time is known (nothing was admitted on the limit in the last hour)"
 		}
 		return "waits for a running ticket whose end cannot be told"
+	case ReasonAllowance:
+		return "needs more than the whole allowance: no window will admit it"
 	}
 	return "the " + r.String() + " budget does not refill"
 }

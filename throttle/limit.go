@@ -3,6 +3,8 @@ package throttle
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -51,6 +53,17 @@ type Limit struct {
 	// OutputTokenBurst is how many output tokens may be spent at once after an idle spell. Requires
 	// OutputTokensPerMinute. Defaults to max(1, OutputTokensPerMinute).
 	OutputTokenBurst float64 `json:"output_token_burst"`
+	// Allowances are windowed quotas beside the rates: so many requests, tokens or money per
+	// calendar hour, day, week or month, or per rolling duration (see Allowance). A ticket is
+	// admitted only when every one has room; nil means none.
+	Allowances Allowances `json:"allowances,omitempty"`
+}
+
+// Equal reports whether l and o are the same limit: every field equal, allowances in the same order.
+func (l Limit) Equal(o Limit) bool {
+	la, oa := l.Allowances, o.Allowances
+	l.Allowances, o.Allowances = nil, nil
+	return reflect.DeepEqual(l, o) && slices.Equal(la, oa)
 }
 
 // WithDefaults returns l with its zero-valued bursts filled in. It does not validate.
@@ -121,10 +134,13 @@ func (l Limit) Validate() error {
 			return bad(b.burstName, b.burst, ">= 1")
 		}
 	}
+	if err := l.Allowances.Validate(); err != nil {
+		return fmt.Errorf("throttle: limit %q: %w", l.Key, err)
+	}
 	if l.MaxConcurrent == 0 && l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.MaxInflightTokens == 0 &&
-		l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 {
+		l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 && len(l.Allowances) == 0 {
 		return fmt.Errorf("throttle: limit %q sets none of MaxConcurrent, RequestsPerSecond, TokensPerMinute, "+
-			"InputTokensPerMinute, OutputTokensPerMinute, MaxInflightTokens", l.Key)
+			"InputTokensPerMinute, OutputTokensPerMinute, MaxInflightTokens, Allowances", l.Key)
 	}
 	return nil
 }

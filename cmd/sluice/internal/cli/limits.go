@@ -86,7 +86,7 @@ func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
 	for _, s := range st {
 		c, e := s.Configured, s.Effective
 		learned := "-"
-		if e != c {
+		if !e.Equal(c) {
 			learned = fmt.Sprintf("%s/s burst %s, %s tokens/min burst %s, %s input/min burst %s, %s output/min burst %s",
 				num(e.RequestsPerSecond), num(e.Burst), num(e.TokensPerMinute), num(e.TokenBurst),
 				num(e.InputTokensPerMinute), num(e.InputTokenBurst), num(e.OutputTokensPerMinute), num(e.OutputTokenBurst))

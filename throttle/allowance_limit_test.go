@@ -1,0 +1,158 @@
+package throttle_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func withAllowances(t *testing.T, l throttle.Limit, specs ...string) throttle.Limit {
+	t.Helper()
+	for _, s := range specs {
+		l.Allowances = append(l.Allowances, mustParse(t, s))
+	}
+	require.NoError(t, l.Validate())
+	return l
+}
+
+func TestLimit_CheckSpend(t *testing.T) {
+	t.Parallel()
+	noon := utc(t, "2026-03-07T12:00:00Z")
+	midnight := utc(t, "2026-03-08T00:00:00Z")
+	l := withAllowances(t, throttle.Limit{Key: "k", RequestsPerSecond: 1, Burst: 1}, "tokens=1000/day")
+	sp := throttle.Spend{Tokens: throttle.Cost{Input: 600}}
+
+	s := l.AdmitSpend(throttle.State{}, noon, sp)
+	require.Equal(t, int64(600), l.Allowances[0].Used(s.Allowances["tokens/day"], noon))
+	// The request bucket refills in a second, the day's tokens at midnight: the allowance binds.
+	d := l.CheckSpend(s, noon, sp)
+	require.Equal(t, throttle.Decision{Reason: throttle.ReasonAllowance, RetryAt: midnight}, d)
+	// A second later, only the allowance refuses.
+	require.Equal(t, d, l.CheckSpend(s, noon.Add(time.Second), sp))
+	// A small ticket fits in both once the request bucket refills.
+	require.True(t, l.CheckSpend(s, noon.Add(time.Second), throttle.Spend{Tokens: throttle.Tokens(400)}).OK())
+	// The rate binds when the allowance has room.
+	require.Equal(t, throttle.ReasonRate, l.CheckSpend(s, noon, throttle.Spend{Tokens: throttle.Tokens(1)}).Reason)
+	// After midnight the window is new.
+	require.True(t, l.CheckSpend(s, midnight, sp).OK())
+
+	// A ticket larger than the whole allowance is refused for good, even over a full concurrency cap.
+	capped := withAllowances(t, throttle.Limit{Key: "k", MaxConcurrent: 1}, "tokens=1000/day")
+	full := capped.AdmitSpend(throttle.State{}, noon, throttle.Spend{})
+	require.Equal(t, throttle.Decision{Reason: throttle.ReasonAllowance},
+		capped.CheckSpend(full, noon, throttle.Spend{Tokens: throttle.Tokens(1001)}))
+	require.Equal(t, throttle.Decision{Reason: throttle.ReasonConcurrency},
+		capped.CheckSpend(full, noon, throttle.Spend{Tokens: throttle.Tokens(10)}))
+}
+
+// A limit without allowances decides as it did before allowances existed: CheckSpend is CheckCost.
+func TestLimit_CheckSpendWithoutAllowancesIsCheckCost(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 28))
+	for range 5000 {
+		l := throttle.Limit{Key: "k", MaxConcurrent: r.IntN(3), RequestsPerSecond: float64(r.IntN(3)),
+			TokensPerMinute: float64(r.IntN(3) * 600), OutputTokensPerMinute: float64(r.IntN(2) * 300)}.WithDefaults()
+		s, now := throttle.State{}, t0
+		for range 5 {
+			c := throttle.Cost{Input: r.Int64N(400), Output: r.Int64N(200)}
+			sp := throttle.Spend{Tokens: c, Money: r.Int64N(1000)}
+			require.Equal(t, l.CheckCost(s, now, c), l.CheckSpend(s, now, sp))
+			require.Equal(t, l.AdmitCost(s, now, c), l.AdmitSpend(s, now, sp))
+			s, now = l.AdmitCost(s, now, c), now.Add(time.Duration(r.IntN(3000))*time.Millisecond)
+		}
+	}
+}
+
+func TestDecideClaim_Allowances(t *testing.T) {
+	t.Parallel()
+	evening := utc(t, "2026-03-07T23:00:00Z")
+	midnight := utc(t, "2026-03-08T00:00:00Z")
+	page := func(l throttle.Limit, cands ...throttle.Candidate) throttle.ClaimPage {
+		return throttle.ClaimPage{Line: "k", Limits: heldLimits(l), Candidates: cands, Now: evening, Budget: 10}
+	}
+
+	t.Run("WaitKeepsTheLineUntilTheWindowResets", func(t *testing.T) {
+		t.Parallel()
+		l := withAllowances(t, throttle.Limit{Key: "k"}, "requests=2/day")
+		d := decide(t, page(l, cand(1, "k"), cand(2, "k"), cand(3, "k"), cand(4, "k")))
+		require.Equal(t, []int64{1, 2}, admittedIDs(d))
+		require.Equal(t, throttle.ReasonAllowance, d.Blocked)
+		require.Equal(t, waitsFor("k", throttle.ReasonAllowance, 3, 4), d.Waits)
+		require.Equal(t, midnight, d.RetryAt)
+		require.Empty(t, d.Refused)
+	})
+
+	t.Run("RefuseFailsEveryTicketTheAllowanceHasNoRoomFor", func(t *testing.T) {
+		t.Parallel()
+		l := withAllowances(t, throttle.Limit{Key: "k"}, "tokens=1000/day")
+		l.Allowances[0].OnSpent = throttle.OnSpentRefuse
+		d := decide(t, page(l, costing(cand(1, "k"), 800), costing(cand(2, "k"), 300), costing(cand(3, "k"), 200)))
+		require.Equal(t, []int64{1, 3}, admittedIDs(d), "the small ticket behind the refused one still fits")
+		require.Len(t, d.Refused, 1)
+		r := d.Refused[0]
+		require.Equal(t, int64(2), r.ID)
+		require.Equal(t, "k", r.Key)
+		require.Equal(t, throttle.Spent{Allowance: l.Allowances[0], Used: 800, Needs: 300,
+			WindowStart: utc(t, "2026-03-07T00:00:00Z"), WindowEnd: midnight, ResetAt: midnight}, r.Spent)
+		require.Equal(t, "allowance tokens=1000/day spent: used 800 tokens of 1000 tokens, the call needs 300 tokens; "+
+			"resets at 2026-03-08T00:00:00Z (2026-03-08 00:00 UTC)", r.Spent.Error())
+		require.Equal(t, throttle.ReasonNone, d.Blocked)
+		require.Equal(t, int64(1000), l.Allowances[0].Used(d.States["k"].Allowances["tokens/day"], evening))
+	})
+
+	t.Run("ADeadlineBeforeTheResetIsRefusedNotLeftToTimeOut", func(t *testing.T) {
+		t.Parallel()
+		l := withAllowances(t, throttle.Limit{Key: "k"}, "requests=1/day@America/Los_Angeles")
+		early, late := cand(2, "k"), cand(3, "k")
+		early.Deadline = evening.Add(time.Hour)   // 00:00 UTC, 16:00 in Los Angeles: before its midnight
+		late.Deadline = evening.Add(10 * time.Hour) // 09:00 UTC: after midnight in Los Angeles (08:00 UTC)
+		d := decide(t, page(l, cand(1, "k"), early, late))
+		require.Equal(t, []int64{1}, admittedIDs(d))
+		require.Len(t, d.Refused, 1)
+		require.Equal(t, int64(2), d.Refused[0].ID)
+		require.Equal(t, utc(t, "2026-03-08T08:00:00Z"), d.Refused[0].Spent.ResetAt)
+		require.Contains(t, d.Refused[0].Spent.Error(), "resets at 2026-03-08T08:00:00Z (2026-03-08 00:00 PST)")
+		require.Equal(t, waitsFor("k", throttle.ReasonAllowance, 3), d.Waits)
+	})
+
+	t.Run("ATicketLargerThanTheAllowanceIsRefusedEvenWhenWaiting", func(t *testing.T) {
+		t.Parallel()
+		l := withAllowances(t, throttle.Limit{Key: "k"}, "tokens=1000/day")
+		d := decide(t, page(l, costing(cand(1, "k"), 1001), costing(cand(2, "k"), 10)))
+		require.Equal(t, []int64{2}, admittedIDs(d))
+		require.Len(t, d.Refused, 1)
+		require.True(t, d.Refused[0].Spent.ResetAt.IsZero())
+		require.Contains(t, d.Refused[0].Spent.Error(), "no window will admit it")
+	})
+
+	t.Run("ATenantsRefusalDoesNotHoldTheProvidersLine", func(t *testing.T) {
+		t.Parallel()
+		tenant := withAllowances(t, throttle.Limit{Key: "tenant:free"}, "tokens=100/day")
+		tenant.Allowances[0].OnSpent = throttle.OnSpentRefuse
+		p := throttle.ClaimPage{Line: "llm", Limits: heldLimits(throttle.Limit{Key: "llm", MaxConcurrent: 10}, tenant),
+			Candidates: []throttle.Candidate{costing(cand(1, "llm", "tenant:free"), 500), costing(cand(2, "llm"), 500)},
+			Now:        evening, Budget: 10}
+		d := decide(t, p)
+		require.Equal(t, []int64{2}, admittedIDs(d))
+		require.Equal(t, "tenant:free", d.Refused[0].Key)
+	})
+}
+
+func TestLimit_EqualAndValidateAllowances(t *testing.T) {
+	t.Parallel()
+	a := withAllowances(t, throttle.Limit{Key: "k", MaxConcurrent: 1}, "tokens=10/day", "usd=1.00/month")
+	b := withAllowances(t, throttle.Limit{Key: "k", MaxConcurrent: 1}, "tokens=10/day", "usd=1.00/month")
+	require.True(t, a.Equal(b))
+	b.Allowances[1].OnSpent = throttle.OnSpentRefuse
+	require.False(t, a.Equal(b))
+	require.True(t, throttle.Limit{Key: "k"}.Equal(throttle.Limit{Key: "k", Allowances: throttle.Allowances{}}))
+
+	only := withAllowances(t, throttle.Limit{Key: "k"}, "requests=10/hour")
+	require.NoError(t, only.Validate(), "a limit may be allowances alone")
+	bad := throttle.Limit{Key: "k", Allowances: throttle.Allowances{{Meter: "coins", Amount: 1, Calendar: throttle.CalendarDay}}}
+	require.EqualError(t, bad.Validate(), `throttle: limit "k": throttle: allowance "coins=1/day": Meter must be one of requests, tokens, input_tokens, output_tokens, money, got "coins"`)
+}
