@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -360,4 +361,26 @@ func TestParsePriceTable(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestPriceExampleFile keeps docs/prices-example.json parsing: it is what operators copy.
+func TestPriceExampleFile(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../docs/prices-example.json")
+	require.NoError(t, err)
+	pt, err := throttle.ParsePriceTable(data)
+	require.NoError(t, err)
+	require.Equal(t, "USD", pt.Currency)
+	require.NotEmpty(t, pt.AsOf)
+	require.Contains(t, pt.Source, "https://openai.com/api/pricing/")
+	require.Contains(t, pt.Source, "https://docs.anthropic.com/en/docs/about-claude/pricing")
+	require.Contains(t, pt.Source, "supply your own table")
+	require.Equal(t, mini, pt.Models["gpt-4o-mini"])
+	for _, m := range []string{"gpt-4o", "claude-3-5-haiku-20241022", "claude-sonnet-4-20250514"} {
+		p, ok := pt.Models[m]
+		require.True(t, ok, m)
+		require.Positive(t, p.CachedInput, m)
+		require.Less(t, p.CachedInput, p.Input, m)
+		require.Less(t, p.Input, p.Output, m)
+	}
 }
