@@ -108,7 +108,7 @@ func TestDecideClaim_Allowances(t *testing.T) {
 		t.Parallel()
 		l := withAllowances(t, throttle.Limit{Key: "k"}, "requests=1/day@America/Los_Angeles")
 		early, late := cand(2, "k"), cand(3, "k")
-		early.Deadline = evening.Add(time.Hour)   // 00:00 UTC, 16:00 in Los Angeles: before its midnight
+		early.Deadline = evening.Add(time.Hour)     // 00:00 UTC, 16:00 in Los Angeles: before its midnight
 		late.Deadline = evening.Add(10 * time.Hour) // 09:00 UTC: after midnight in Los Angeles (08:00 UTC)
 		d := decide(t, page(l, cand(1, "k"), early, late))
 		require.Equal(t, []int64{1}, admittedIDs(d))
