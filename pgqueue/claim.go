@@ -60,6 +60,10 @@ type claimRun struct {
 	admittedIDs []int64
 	admittedAt  []time.Time
 	expiredIDs  []int64
+	// The tickets refused for a spent allowance, their outcomes and the limits that refused them.
+	refusedIDs      []int64
+	refusedOutcomes [][]byte
+	refusedKeys     []string
 	waitIDs     []int64         // tickets whose wait reason changed
 	waitReasons []string        // and their new reasons
 	owners      map[string]bool // owners of the admitted tickets
@@ -275,6 +279,13 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 	for _, id := range d.Expired {
 		c.expiredIDs = append(c.expiredIDs, id)
 		c.res.Expired = append(c.res.Expired, *byID[id])
+	}
+	for _, r := range d.Refused {
+		t := *byID[r.ID]
+		t.State, t.FinishedAt, t.OutcomeKind, t.Outcome = TicketStateFinished, c.now, OutcomeRefused, Refusal{Key: r.Key, Spent: r.Spent}.encode()
+		t.WaitReason = "allowance of " + r.Key
+		c.refusedIDs, c.refusedOutcomes, c.refusedKeys = append(c.refusedIDs, t.ID), append(c.refusedOutcomes, t.Outcome), append(c.refusedKeys, r.Key)
+		c.res.Refused = append(c.res.Refused, t)
 	}
 	for _, a := range d.Admitted {
 		t := *byID[a.ID]

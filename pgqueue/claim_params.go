@@ -60,6 +60,10 @@ type ClaimResult struct {
 	// Expired are queued tickets removed because their deadline passed (or was closer than
 	// MinRemaining): Temporal has timed them out, so there is nothing to report.
 	Expired []Ticket
+	// Refused are queued tickets refused because an allowance of one of their limits is spent and
+	// they are not to wait for it (throttle.Spent.Refuses): now finished, with OutcomeRefused and
+	// their Refusal as the outcome, for a Deliverer to fail their activities.
+	Refused []Ticket
 	// Blocked gives, for each line this claim looked at and stopped on, why its head waits.
 	Blocked map[string]throttle.Reason
 	// RetryAt is the earliest instant at which a line blocked by a rate, a token budget, a pause or a

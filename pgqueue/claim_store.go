@@ -15,10 +15,12 @@ import (
 )
 
 // claimStoreSQL writes a claim's decisions in one statement: $1 to $13 the limit rows' state (see
-// limitStateArgs); $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
+// limitStateArgs) and $33 their allowance states; $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
 // tickets; $17 and $18 the admitted tickets and their instants, running when their owner is the
 // claimer, $19; $20 and $21 the notification channel and payload prefix, $22 the owners to notify.
 // $25 to $32 what the admissions drew per key and second (see usage.args), added to sluice_usage.
+// $34, $35 and $37 the refused tickets, their outcomes (Refusal as JSON) and the limits that refused
+// them, finished at $36, the claim's instant, for any replica's Deliverer to fail them.
 // It returns, for each line $23, the tickets queued in it, counted to at most 1,000 past the $24 it
 // admitted (the statement's snapshot, taken before its own updates, still counts the admitted tickets
 // as queued). The count reads the line index in its order: without the ORDER BY it may be planned as
@@ -29,7 +31,12 @@ import (
 // and the unchecked branch fails the statement, and so the claim's transaction, naming every ticket
 // that did not change as decided (sluice_fail): a claim never returns a ticket it did not admit. That
 // branch is part of the result (an Append runs every branch), so it is evaluated whatever the lines.
-var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
+var claimStoreSQL = `WITH limits AS (` + strings.Replace(saveLimitsSQL, "{as}", "$33", 1) + `
+), refused AS (
+	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = $36, deliver_after = $36, outcome_kind = '` + OutcomeRefused + `',
+		outcome = r.outcome, wait_reason = 'allowance of ' || r.key
+	FROM unnest($34::bigint[], $35::bytea[], $37::text[]) AS r(id, outcome, key) WHERE t.id = r.id AND t.state = 'queued'
+	RETURNING t.id
 ), waits AS (
 	UPDATE {s}.sluice_ticket t SET wait_reason = w.reason
 	FROM unnest($14::bigint[], $15::text[]) AS w(id, reason) WHERE t.id = w.id AND t.state = 'queued'
@@ -43,8 +50,9 @@ var claimStoreSQL = `WITH limits AS (` + saveLimitsSQL + `
 	RETURNING t.id
 ), unchanged AS (
 	SELECT array_agg(id ORDER BY id) AS ids FROM (
-		SELECT unnest($14::bigint[] || $16::bigint[] || $17::bigint[]) AS id
-		EXCEPT ALL (SELECT id FROM waits UNION ALL SELECT id FROM expired UNION ALL SELECT id FROM admitted)) m
+		SELECT unnest($14::bigint[] || $16::bigint[] || $17::bigint[] || $34::bigint[]) AS id
+		EXCEPT ALL (SELECT id FROM waits UNION ALL SELECT id FROM expired UNION ALL SELECT id FROM admitted
+			UNION ALL SELECT id FROM refused)) m
 ), woken AS (
 	SELECT count(pg_notify($20, $21 || o)) AS n FROM unnest($22::text[]) AS o
 ), used AS (
@@ -63,7 +71,7 @@ FROM unchanged WHERE ids IS NOT NULL`
 func (c *claimRun) store(ctx context.Context) error {
 	// The limit rows change when tickets were admitted, or when pending releases were folded into
 	// them (deleted from the ledger, so they must be saved).
-	if len(c.admittedIDs) == 0 && !c.folded && len(c.waitIDs) == 0 && len(c.expiredIDs) == 0 {
+	if len(c.admittedIDs) == 0 && !c.folded && len(c.waitIDs) == 0 && len(c.expiredIDs) == 0 && len(c.refusedIDs) == 0 {
 		return c.tx.commitWith(ctx, nil, "")
 	}
 	if err := c.checkDisjoint(); err != nil {
@@ -77,6 +85,7 @@ func (c *claimRun) store(ctx context.Context) error {
 	// The count reads the tickets this statement admits as still queued (a statement sees the table
 	// as it began), so it reads past them, to 1,000 more: $24.
 	args = append(args, c.usage.args()...)
+	args = append(args, allowanceStateArgs(c.locked), c.refusedIDs, c.refusedOutcomes, c.now, c.refusedKeys)
 	admitted := make(map[string]int, len(c.depthLines))
 	for i, line := range c.depthLines {
 		admitted[line] = c.depthAdmitted[i]
@@ -99,7 +108,7 @@ func (c *claimRun) checkDisjoint() error {
 	for _, l := range []struct {
 		what string
 		ids  []int64
-	}{{"admitted", c.admittedIDs}, {"expired", c.expiredIDs}, {"left waiting", c.waitIDs}} {
+	}{{"admitted", c.admittedIDs}, {"expired", c.expiredIDs}, {"left waiting", c.waitIDs}, {"refused", c.refusedIDs}} {
 		for _, id := range l.ids {
 			if prev, dup := seen[id]; dup {
 				return fmt.Errorf("ticket %d is both %s and %s by this claim (lines %q)", id, prev, l.what, c.lines)

@@ -23,6 +23,11 @@ type CompleteParams struct {
 	// ActualOutput is the part of ActualCost of output tokens (the rest is input), clamped to
 	// [0, ActualCost]. Zero for usage reported as one figure.
 	ActualOutput int64
+	// ActualMoney is what the reported usage cost, in micro-units of the currency of the limits'
+	// money allowances (a price table's Cost of the usage), reconciled against CostMoney. Zero (or
+	// negative) means not known: with usage reported, the money reservation stands, unless no tokens
+	// were used. (A call that used tokens at no cost reserved nothing either, so nothing is lost.)
+	ActualMoney int64
 	// OutcomeKind and Outcome are stored for delivery to Temporal (an encoded result or failure).
 	OutcomeKind string
 	Outcome     []byte
@@ -54,7 +59,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		return nil, fmt.Errorf("sluice: complete: at most %d runs at once, got %d", MaxCompleteBatch, len(ps))
 	}
 	index := make(map[int64]int, len(ps))
-	ids, actual, output := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
+	ids, actual, output, money := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
 	kinds, outcomes := make([]string, len(ps)), make([][]byte, len(ps))
 	for i, p := range ps {
 		if _, dup := index[p.TicketID]; dup {
@@ -63,7 +68,10 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		index[p.TicketID] = i
 		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
 		used, _ := throttle.ReportedUsage(p.ActualCost, p.ActualOutput)
-		output[i] = used.Output
+		output[i], money[i] = used.Output, p.ActualMoney
+		if money[i] <= 0 {
+			money[i] = -1
+		}
 	}
 	found := make([]bool, len(ps))
 	if len(ps) == 0 {
@@ -75,7 +83,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		clear(found)
 		rows, err := tx.Query(ctx, q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
-			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output)
+			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output, money)
 		if err != nil {
 			return err
 		}
@@ -96,9 +104,10 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 }
 
 // completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
-// none) and $8 its part of output tokens (in [0, $2]), $3 and $4 the outcomes, $5 the instant (NULL:
+// none) and $8 its part of output tokens (in [0, $2]), $9 its cost in money (negative: not known), $3 and $4 the outcomes, $5 the instant (NULL:
 // the database clock), $6 and $7 the notification. The released CTE appends what the batch released
-// to the release ledger (releaseAppendSQL, with the rest of a ticket's release in release.go).
+// to the release ledger (releaseAppendSQL, with the rest of a ticket's release in release.go), and
+// allowances_released what reported usage reconciles on allowances (allowanceAppendSQL).
 // The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
 // does, so that two of them cannot deadlock.
 //
@@ -111,18 +120,21 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 const completeSQL = `WITH clock AS MATERIALIZED (
 	SELECT coalesce($5::timestamptz, clock_timestamp()) AS now -- once: the batch's one instant
 ), locked AS MATERIALIZED (
-	SELECT t.id, t.state, u.actual, u.actual_output, u.kind, u.outcome
-	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[], $8::bigint[]) AS u(id, actual, kind, outcome, actual_output)
+	SELECT t.id, t.state, u.actual, u.actual_output, u.actual_money, u.kind, u.outcome
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[], $8::bigint[], $9::bigint[])
+		AS u(id, actual, kind, outcome, actual_output, actual_money)
 	JOIN {s}.sluice_ticket t ON t.id = u.id AND t.state <> 'queued'
 	ORDER BY t.id FOR UPDATE OF t
 ), done AS (
 	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = n.now, deliver_after = n.now,
 		actual_cost = CASE WHEN l.actual >= 0 THEN l.actual END,
-		actual_output = CASE WHEN l.actual >= 0 THEN l.actual_output END, outcome_kind = l.kind, outcome = l.outcome
+		actual_output = CASE WHEN l.actual >= 0 THEN l.actual_output END, outcome_kind = l.kind, outcome = l.outcome,
+		actual_money = CASE WHEN l.actual >= 0 AND l.actual_money >= 0 THEN l.actual_money END
 	FROM locked l, clock n
 	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
-	RETURNING t.id, t.cost, t.output_cost, t.limit_keys, l.actual, l.actual_output
+	RETURNING t.id, t.cost, t.output_cost, t.cost_money, t.limit_keys, t.admitted_at, l.actual, l.actual_output, l.actual_money
 ), released AS (` + releaseAppendSQL + `
+), allowances_released AS (` + allowanceAppendSQL + `
 ), woken AS (
 	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
 )

@@ -25,6 +25,10 @@ type EnqueueParams struct {
 	// OutputCost is the part of Cost reserved for output tokens, from 0 to Cost; the rest is input.
 	// Defaults to 0: a cost given as one figure is input.
 	OutputCost int64
+	// CostMoney is the reservation in money, in micro-units of the currency of the money allowances of
+	// the limits (a price table's estimate of Cost: throttle.PriceTable.Estimate), from 0 to
+	// throttle.MaxAllowanceAmount. Defaults to 0.
+	CostMoney int64
 	// Priority orders tickets within a line: lower first. Defaults to 0.
 	Priority int
 	// FairnessKey shares the line fairly between keys (tenants, workflows) of equal priority. Empty
@@ -65,6 +69,9 @@ func (p *EnqueueParams) validate() error {
 	}
 	if p.OutputCost < 0 || p.OutputCost > p.Cost {
 		return fmt.Errorf("sluice: EnqueueParams.OutputCost must be in [0, Cost %d], got %d", p.Cost, p.OutputCost)
+	}
+	if p.CostMoney < 0 || p.CostMoney > throttle.MaxAllowanceAmount {
+		return fmt.Errorf("sluice: EnqueueParams.CostMoney must be in [0, %d], got %d", throttle.MaxAllowanceAmount, p.CostMoney)
 	}
 	if p.Weight == 0 {
 		p.Weight = 1

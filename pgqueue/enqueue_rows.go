@@ -10,7 +10,7 @@ import (
 )
 
 // enqueueSQL writes a batch of tickets in one statement. It takes the tickets as parallel arrays ($1
-// to $17 and $23, one element per ticket, ord numbering them from 0) and their limit keys flattened
+// to $17, $23 and $24, one element per ticket, ord numbering them from 0) and their limit keys flattened
 // ($18 the ticket's ord, $19 the key, in order); $20 is the instant, $21 and $22 the notification. Step by step:
 //   - keys: each ticket's limit keys, and whether every one exists. A ticket naming an unknown limit
 //     is not written; the caller learns which from the ords returned.
@@ -29,9 +29,9 @@ import (
 const enqueueSQL = `WITH input AS (
 	SELECT * FROM unnest($1::int[], $2::bigint[], $3::int[], $4::text[], $5::float8[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::bytea[], $14::timestamptz[],
-		$15::timestamptz[], $16::text[], $17::text[], $23::bigint[])
+		$15::timestamptz[], $16::text[], $17::text[], $23::bigint[], $24::bigint[])
 		AS i(ord, cost, priority, fairness_key, inc, owner, namespace, workflow_id, run_id, activity_id,
-			activity_type, attempt, task_token, deadline, not_before, trace_context, line_key, output_cost)
+			activity_type, attempt, task_token, deadline, not_before, trace_context, line_key, output_cost, cost_money)
 ), keys AS (
 	SELECT x.ord, array_agg(x.key ORDER BY x.n) AS limit_keys, bool_and(l.key IS NOT NULL) AS known
 	FROM unnest($18::int[], $19::text[]) WITH ORDINALITY AS x(ord, key, n)
@@ -77,10 +77,10 @@ const enqueueSQL = `WITH input AS (
 	LEFT JOIN fair fa ON fa.line_key = fr.line_key AND fa.fairness_key = fr.fairness_key
 	ORDER BY i.ord
 ), ins AS (
-	INSERT INTO {s}.sluice_ticket (state, line_key, limit_keys, cost, output_cost, priority, fairness_key, vstart, seq,
+	INSERT INTO {s}.sluice_ticket (state, line_key, limit_keys, cost, output_cost, cost_money, priority, fairness_key, vstart, seq,
 		owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
 		not_before, enqueued_at, trace_context)
-	SELECT 'queued', line_key, limit_keys, cost, output_cost, place_priority, fairness_key, place_start, place_seq,
+	SELECT 'queued', line_key, limit_keys, cost, output_cost, cost_money, place_priority, fairness_key, place_start, place_seq,
 		owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
 		coalesce(not_before, '-infinity'), coalesce($20::timestamptz, clock_timestamp()), nullif(trace_context, '')
 	FROM rows ORDER BY ord
@@ -96,7 +96,7 @@ func (q *Queue) enqueueRows(ctx context.Context, tx pgx.Tx, ps []EnqueueParams) 
 	n := len(ps)
 	var (
 		ords, priorities, attempts                                       = make([]int32, n), make([]int32, n), make([]int32, n)
-		costs, outputs                                                   = make([]int64, n), make([]int64, n)
+		costs, outputs, money                                            = make([]int64, n), make([]int64, n), make([]int64, n)
 		incs                                                             = make([]float64, n)
 		fairness, owners, namespaces, workflows, runs, activities, types = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		traces, lines                                                    = make([]string, n), make([]string, n)
@@ -110,7 +110,7 @@ func (q *Queue) enqueueRows(ctx context.Context, tx pgx.Tx, ps []EnqueueParams) 
 		incs[i] = throttle.FairIncrement(p.Cost, p.Weight)
 		owners[i], namespaces[i], workflows[i], runs[i] = p.Owner, p.Namespace, p.WorkflowID, p.RunID
 		activities[i], types[i], attempts[i], tokens[i] = p.ActivityID, p.ActivityType, int32(p.Attempt), p.TaskToken
-		traces[i], lines[i] = p.TraceContext, p.LimitKeys[0]
+		traces[i], lines[i], money[i] = p.TraceContext, p.LimitKeys[0], p.CostMoney
 		deadlines[i], notBefores[i] = timeOrNil(p.Deadline), timeOrNil(p.NotBefore)
 		for _, k := range p.LimitKeys {
 			keyOrds, keys = append(keyOrds, int32(i)), append(keys, k)
@@ -118,7 +118,7 @@ func (q *Queue) enqueueRows(ctx context.Context, tx pgx.Tx, ps []EnqueueParams) 
 	}
 	rows, err := tx.Query(ctx, q.s(enqueueSQL), ords, costs, priorities, fairness, incs, owners, namespaces,
 		workflows, runs, activities, types, attempts, tokens, deadlines, notBefores, traces, lines, keyOrds, keys,
-		q.nowArg(), NotifyChannel, q.opts.Schema+"|"+kindWork+"|", outputs)
+		q.nowArg(), NotifyChannel, q.opts.Schema+"|"+kindWork+"|", outputs, money)
 	if err != nil {
 		return nil, err
 	}

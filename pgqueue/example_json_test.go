@@ -89,7 +89,7 @@ func ExampleTicket_json() {
 	t := pgqueue.Ticket{ID: 42, State: pgqueue.TicketStateQueued, LineKey: "openai", LimitKeys: []string{"openai", "tenant:acme"},
 		Cost: 500, ActualCost: -1, Priority: 3, FairnessKey: "acme", VStart: 1.5, Seq: 7, Owner: "worker-a", Namespace: "default",
 		WorkflowID: "wf-1", RunID: "run-1", ActivityID: "5", ActivityType: "Summarize", Attempt: 1, TaskToken: []byte("secret"),
-		EnqueuedAt: enqueued, TraceContext: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", WaitReason: "concurrency"}
+		EnqueuedAt: enqueued, TraceContext: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", WaitReason: "concurrency", CostMoney: 1_200, ActualMoney: -1}
 	b, err := json.Marshal(t)
 	if err != nil {
 		log.Fatal(err)
@@ -97,7 +97,7 @@ func ExampleTicket_json() {
 	fmt.Println(string(b))
 	fmt.Println("waited:", t.Waited(enqueued.Add(90*time.Second)))
 	// Output:
-	// {"id":42,"state":"queued","line_key":"openai","limit_keys":["openai","tenant:acme"],"cost":500,"actual_cost":-1,"output_cost":0,"actual_output":0,"priority":3,"fairness_key":"acme","vstart":1.5,"seq":7,"owner":"worker-a","namespace":"default","workflow_id":"wf-1","run_id":"run-1","activity_id":"5","activity_type":"Summarize","attempt":1,"enqueued_at":"2026-12-04T12:00:00Z","deliveries":0,"requeues":0,"wait_reason":"concurrency"}
+	// {"id":42,"state":"queued","line_key":"openai","limit_keys":["openai","tenant:acme"],"cost":500,"actual_cost":-1,"output_cost":0,"actual_output":0,"priority":3,"fairness_key":"acme","vstart":1.5,"seq":7,"owner":"worker-a","namespace":"default","workflow_id":"wf-1","run_id":"run-1","activity_id":"5","activity_type":"Summarize","attempt":1,"enqueued_at":"2026-12-04T12:00:00Z","deliveries":0,"requeues":0,"wait_reason":"concurrency","cost_money":1200,"actual_money":-1}
 	// waited: 1m30s
 }
 

@@ -48,6 +48,7 @@ func ExampleMigrations() {
 	// 008 key_prefix_index
 	// 009 limit_history
 	// 010 usage_returned
+	// 011 allowances
 }
 
 func ExampleValidateSchema() {

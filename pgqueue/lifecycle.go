@@ -104,7 +104,7 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		if _, err := q.lockLimits(ctx, tx, append(slices.Clone(ts[0].LimitKeys), p.PauseKeys...), false); err != nil {
 			return err
 		}
-		now, err := q.release(ctx, tx, ts, []spent{{p.ActualCost, p.ActualOutput}})
+		now, err := q.release(ctx, tx, ts, []spent{{total: p.ActualCost, output: p.ActualOutput, money: -1}})
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (q *Queue) Cancel(ctx context.Context, id int64) error {
 		if ts[0].State != TicketStateAdmitted {
 			return nil
 		}
-		_, err = q.release(ctx, tx, ts, []spent{{throttle.AbandonedCost(false), 0}})
+		_, err = q.release(ctx, tx, ts, []spent{{total: throttle.AbandonedCost(false), money: -1, void: true}})
 		return err
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -212,7 +212,7 @@ func (q *Queue) HandBack(ctx context.Context, p HandBackParams) ([]Ticket, error
 		// provider: its reservation stands as spent.
 		actual := make([]spent, len(held))
 		for i, t := range held {
-			actual[i] = spent{throttle.AbandonedCost(t.State == TicketStateRunning), 0}
+			actual[i] = spent{total: throttle.AbandonedCost(t.State == TicketStateRunning), money: -1, void: t.State != TicketStateRunning}
 		}
 		if now, err = q.release(ctx, tx, held, actual); err != nil {
 			return err

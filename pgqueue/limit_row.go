@@ -2,6 +2,8 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -19,7 +21,8 @@ const limitColumns = `key, max_concurrent, requests_per_second, burst, tokens_pe
 	inflight_count, inflight_tokens, paused_until, vtime,
 	coalesce(learned_requests_per_second, 0), coalesce(learned_burst, 0), coalesce(learned_tokens_per_minute, 0),
 	coalesce(learned_token_burst, 0), coalesce(learned_input_tokens_per_minute, 0), coalesce(learned_input_token_burst, 0),
-	coalesce(learned_output_tokens_per_minute, 0), coalesce(learned_output_token_burst, 0)`
+	coalesce(learned_output_tokens_per_minute, 0), coalesce(learned_output_token_burst, 0),
+	allowances, allowance_state, learned_allowances`
 
 // limitReadColumns are limitColumns for a reader of the row aliased l that does not lock it: the
 // in-flight figures net of the pending releases.
@@ -29,8 +32,9 @@ var limitReadColumns = strings.Replace(limitColumns, "inflight_count, inflight_t
 // insertLimitSQL inserts a limit's configuration, given by limitConfigArgs; the caller adds its ON
 // CONFLICT clause (limitConfigUpdate to replace the configuration).
 const insertLimitSQL = `INSERT INTO {s}.sluice_limit (key, max_concurrent, requests_per_second, burst, tokens_per_minute,
-	token_burst, max_inflight_tokens, input_tokens_per_minute, input_token_burst, output_tokens_per_minute, output_token_burst)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	token_burst, max_inflight_tokens, input_tokens_per_minute, input_token_burst, output_tokens_per_minute, output_token_burst,
+	allowances)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 // limitConfigUpdate replaces a conflicting row's configuration with insertLimitSQL's.
 const limitConfigUpdate = `max_concurrent = excluded.max_concurrent,
@@ -38,12 +42,13 @@ const limitConfigUpdate = `max_concurrent = excluded.max_concurrent,
 	tokens_per_minute = excluded.tokens_per_minute, token_burst = excluded.token_burst,
 	max_inflight_tokens = excluded.max_inflight_tokens,
 	input_tokens_per_minute = excluded.input_tokens_per_minute, input_token_burst = excluded.input_token_burst,
-	output_tokens_per_minute = excluded.output_tokens_per_minute, output_token_burst = excluded.output_token_burst`
+	output_tokens_per_minute = excluded.output_tokens_per_minute, output_token_burst = excluded.output_token_burst,
+	allowances = excluded.allowances`
 
 // limitConfigArgs are insertLimitSQL's arguments for l.
 func limitConfigArgs(l throttle.Limit) []any {
 	return []any{l.Key, l.MaxConcurrent, l.RequestsPerSecond, l.Burst, l.TokensPerMinute, l.TokenBurst, l.MaxInflightTokens,
-		l.InputTokensPerMinute, l.InputTokenBurst, l.OutputTokensPerMinute, l.OutputTokenBurst}
+		l.InputTokensPerMinute, l.InputTokenBurst, l.OutputTokensPerMinute, l.OutputTokenBurst, jsonOrNull(l.Allowances)}
 }
 
 // limitRow is a sluice_limit row: configuration and state.
@@ -67,6 +72,7 @@ func scanLimit(row pgx.Row, more ...any) (*limitRow, error) {
 	var (
 		r                                 limitRow
 		reqAt, tokAt, inAt, outAt, paused *time.Time
+		allowances, states, learnedAs     []byte
 	)
 	l, s, learned := &r.limit, &r.state, &r.learned
 	err := row.Scan(append([]any{&l.Key, &l.MaxConcurrent, &l.RequestsPerSecond, &l.Burst,
@@ -76,9 +82,20 @@ func scanLimit(row pgx.Row, more ...any) (*limitRow, error) {
 		&s.InflightCount, &s.InflightTokens, &paused, &r.vtime,
 		&learned.RequestsPerSecond, &learned.Burst, &learned.TokensPerMinute, &learned.TokenBurst,
 		&learned.InputTokensPerMinute, &learned.InputTokenBurst, &learned.OutputTokensPerMinute, &learned.OutputTokenBurst,
+		&allowances, &states, &learnedAs,
 	}, more...)...)
 	if err != nil {
 		return nil, err
+	}
+	for _, j := range []struct {
+		src []byte
+		dst any
+	}{{allowances, &l.Allowances}, {states, &s.Allowances}, {learnedAs, &learned.Allowances}} {
+		if j.src != nil {
+			if err := json.Unmarshal(j.src, j.dst); err != nil {
+				return nil, fmt.Errorf("limit %q: allowances: %w", l.Key, err)
+			}
+		}
 	}
 	r.configured = r.limit.WithDefaults()
 	r.limit = throttle.EffectiveLimit(r.configured, r.learned)
@@ -99,12 +116,39 @@ func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limi
 	if len(args[0].([]string)) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, q.s(saveLimitsSQL), args...)
+	_, err := tx.Exec(ctx, q.s(strings.Replace(saveLimitsSQL, "{as}", "$14", 1)), append(args, allowanceStateArgs(rows))...)
 	return err
 }
 
-// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $13.
+// allowanceStateArgs are the allowance states saveLimitsSQL writes, in limitStateArgs' order: each
+// dirty row's as JSON, NULL for a row without allowances.
+func allowanceStateArgs(rows map[string]*limitRow) [][]byte {
+	out := [][]byte{}
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		if r := rows[k]; r.dirty {
+			out = append(out, jsonOrNull(r.state.Allowances))
+		}
+	}
+	return out
+}
+
+// jsonOrNull is v as JSON, nil (NULL) for an empty slice or map. v is one of throttle's allowance
+// types, which always encode.
+func jsonOrNull[T interface {
+	~[]throttle.Allowance | ~map[string]throttle.AllowanceState
+}](v T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $13, and the allowance
+// states as the parameter {as} (numbered by the statement that embeds it): NULL for a row without
+// allowances keeps what the row has.
 const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
+	allowance_state = coalesce(({as}::jsonb[])[u.ord], l.allowance_state),
 	request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
 	input_token_level = u.input_token_level, input_token_at = u.input_token_at,
 	output_token_level = u.output_token_level, output_token_at = u.output_token_at,
@@ -112,8 +156,8 @@ const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
 	vtime = u.vtime, updated_at = now()
 	FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[],
 		$8::timestamptz[], $9::float8[], $10::float8[], $11::timestamptz[], $12::float8[], $13::timestamptz[])
-		AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime,
-			input_token_level, input_token_at, output_token_level, output_token_at)
+		WITH ORDINALITY AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens,
+			paused_until, vtime, input_token_level, input_token_at, output_token_level, output_token_at, ord)
 	WHERE l.key = u.key`
 
 // limitStateParams is how many parameters saveLimitsSQL takes: a statement that embeds it numbers its

@@ -2,6 +2,8 @@ package pgqueue
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -47,6 +49,39 @@ const releaseTakeSQL = `taken AS (
 			FROM taken GROUP BY key
 		)`
 
+// allowanceTakeSQL deletes from the allowance ledger the rows of the limits of the CTE held that
+// have allowances, and sums them per key and admission instant, as throttle.SpendRelease JSON (their
+// usage was reported): the CTE allowance_sums (key, releases), one row per key.
+const allowanceTakeSQL = `allowance_taken AS (
+			DELETE FROM {s}.sluice_allowance_release a WHERE a.key IN (SELECT key FROM held WHERE allowances IS NOT NULL)
+			RETURNING a.*
+		), allowance_sums AS MATERIALIZED (
+			SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', true,
+				'reserved', jsonb_build_object('tokens', jsonb_build_object('input', ri, 'output', ro), 'money', rm),
+				'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am))) AS releases
+			FROM (SELECT key, admitted_at, sum(reserved_input)::bigint AS ri, sum(reserved_output)::bigint AS ro,
+					sum(reserved_money)::bigint AS rm, sum(actual_input)::bigint AS ai, sum(actual_output)::bigint AS ao,
+					sum(actual_money)::bigint AS am
+				FROM allowance_taken GROUP BY key, admitted_at) g
+			GROUP BY key
+		)`
+
+// allowanceAppendSQL appends to the allowance ledger, for each limit with allowances drawn on by a
+// ticket of the CTE done whose usage was reported, what those tickets reserved and used, summed per
+// key and admission instant (see allowanceTakeSQL). done has each ticket's admitted_at, cost,
+// output_cost, cost_money, limit_keys, and actual, actual_output and actual_money as CompleteMany
+// passes them (actual_money negative: not known, the reservation stands unless no tokens were used).
+const allowanceAppendSQL = `
+	INSERT INTO {s}.sluice_allowance_release (key, admitted_at, reserved_input, reserved_output, reserved_money,
+		actual_input, actual_output, actual_money)
+	SELECT k, d.admitted_at, sum(d.cost - d.output_cost), sum(d.output_cost), sum(d.cost_money),
+		sum(d.actual - d.actual_output), sum(d.actual_output),
+		sum(CASE WHEN d.actual_money >= 0 THEN d.actual_money WHEN d.actual = 0 THEN 0 ELSE d.cost_money END)
+	FROM done d, unnest(d.limit_keys) AS k
+	WHERE d.actual >= 0 AND d.admitted_at IS NOT NULL
+		AND EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = k AND l.allowances IS NOT NULL)
+	GROUP BY k, d.admitted_at ORDER BY k, d.admitted_at`
+
 // Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
 // subtracts them from the row's in-flight figures.
 const (
@@ -54,8 +89,27 @@ const (
 	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
 )
 
-// spent is what a run reported it used: total tokens (negative: not reported), of which output.
-type spent struct{ total, output int64 }
+// spent is what a run reported it used: total tokens (negative: not reported), of which output; its
+// cost in money (negative: not known, the reservation stands, unless no tokens were used); and void
+// when it never ran, so that its allowances give back all it reserved, its request included.
+type spent struct {
+	total, output, money int64
+	void                 bool
+}
+
+// spendRelease is t's release on the allowances of its limits, given what it spent.
+func (s spent) spendRelease(t Ticket) throttle.SpendRelease {
+	used, reported := throttle.ReportedUsage(s.total, s.output)
+	money := s.money
+	if money < 0 {
+		money = t.CostMoney
+		if reported && used.Total() == 0 {
+			money = 0
+		}
+	}
+	return throttle.SpendRelease{AdmittedAt: t.AdmittedAt, Reserved: throttle.Spend{Tokens: t.Reserved(), Money: t.CostMoney},
+		Actual: throttle.Spend{Tokens: used, Money: money}, Reported: reported, Void: s.void}
+}
 
 // released is what t gives back to each of its limits, given what it spent.
 func (s spent) released(t Ticket) throttle.Released {
@@ -83,26 +137,38 @@ type querier interface {
 // Bucket.Refill ignores one that is).
 func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
 	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
-		), `+releaseTakeSQL+`, clock AS MATERIALIZED ( -- after every lock and the ledger's delete: it reads both to their end
+		), `+releaseTakeSQL+`, `+allowanceTakeSQL+`, clock AS MATERIALIZED ( -- after every lock and the ledgers' deletes: it reads them to their end
 			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
-			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums
+			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums,
+				(SELECT count(*) FROM allowance_sums) after_allowance_sums
 		)
-		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0), c.now
-		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
+		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0),
+			a.releases, c.now
+		FROM held LEFT JOIN sums s ON s.key = held.key LEFT JOIN allowance_sums a ON a.key = held.key CROSS JOIN clock c
+		ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
 	if err != nil {
 		return nil, now, false, err
 	}
 	defer rs.Close()
 	sums := map[string]throttle.Released{}
+	spends := map[string][]throttle.SpendRelease{}
 	for rs.Next() {
 		var (
-			taken bool
-			rel   throttle.Released
-			count int64
+			taken       bool
+			rel         throttle.Released
+			count       int64
+			allowancesJ []byte
 		)
-		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &now)
+		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &allowancesJ, &now)
 		if err != nil {
 			return nil, now, false, err
+		}
+		if allowancesJ != nil {
+			var srs []throttle.SpendRelease
+			if err := json.Unmarshal(allowancesJ, &srs); err != nil {
+				return nil, now, false, fmt.Errorf("allowance ledger of %q: %w", r.limit.Key, err)
+			}
+			spends[r.limit.Key] = srs
 		}
 		if _, ok := held[r.limit.Key]; !ok {
 			held[r.limit.Key] = r
@@ -118,7 +184,21 @@ func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*li
 		return nil, now, false, err
 	}
 	now = now.UTC()
-	return keys, now, foldReleases(held, sums, now), nil
+	folded = foldReleases(held, sums, now)
+	return keys, now, foldSpends(held, spends, now) || folded, nil
+}
+
+// foldSpends reconciles the allowances of rows at now with the usage lockAndTake took from the
+// allowance ledger, each in the window of its admission, and reports whether there was any.
+func foldSpends(rows map[string]*limitRow, spends map[string][]throttle.SpendRelease, now time.Time) bool {
+	for k, srs := range spends {
+		r := rows[k]
+		for _, sr := range srs {
+			r.state = r.limit.ReleaseSpend(r.state, now, sr)
+		}
+		r.dirty = true
+	}
+	return len(spends) > 0
 }
 
 // foldReleases applies the releases lockAndTake took to rows at now and reports whether there were
@@ -163,6 +243,9 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []sp
 				continue
 			}
 			r.state = r.limit.ReleaseMany(r.state, now, rel)
+			if len(r.limit.Allowances) > 0 && !t.AdmittedAt.IsZero() {
+				r.state = r.limit.ReleaseSpend(r.state, now, actual[i].spendRelease(t))
+			}
 			r.dirty = true
 			if refund != 0 || refundOutput != 0 {
 				used.refund(k, now, refund, refundOutput)

@@ -94,6 +94,7 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			return err
 		}
 		defer rows.Close()
+		read := map[string]*limitRow{}
 		for rows.Next() {
 			var s KeyStatus
 			var oldest *time.Time
@@ -104,6 +105,7 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 				return err
 			}
 			s.LimitStatus, s.Now = LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, now.UTC()
+			read[r.limit.Key] = r
 			if oldest != nil {
 				s.OldestQueued = oldest.UTC()
 			}
@@ -112,7 +114,17 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			}
 			out = append(out, s)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		if err := q.foldPendingSpends(ctx, tx, read, now.UTC()); err != nil {
+			return err
+		}
+		for i := range out {
+			out[i].LimitStatus = read[out[i].Configured.Key].status(now.UTC())
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: status: %w", err)
@@ -224,6 +236,9 @@ type LimitStatus struct {
 	// State is the admission state: buckets, in-flight figures (net of pending releases), the pause
 	// (which may be past).
 	State throttle.State `json:"state"`
+	// Allowances are how the effective limit's allowances stand: used, remaining and when each
+	// resets, pending reconciliations folded in. Left out of the JSON when the limit has none.
+	Allowances []AllowanceStatus `json:"allowances,omitempty"`
 }
 
 // LimitStatus returns key's configured and effective limit and its admission state: the light read
@@ -268,12 +283,10 @@ func (q *Queue) limitStatuses(ctx context.Context, db DB, keys []string) (map[st
 		return nil, err
 	}
 	defer rows.Close()
-	out := make(map[string]LimitStatus, len(keys))
+	read := make(map[string]*limitRow, len(keys))
+	var now time.Time
 	for rows.Next() {
-		var (
-			pending throttle.Released
-			now     time.Time
-		)
+		var pending throttle.Released
 		r, err := scanLimit(prefixed{rows, []any{&pending.Count, &pending.Reserved, &pending.Refund, &pending.RefundOutput, &now}})
 		if err != nil {
 			return nil, err
@@ -281,7 +294,24 @@ func (q *Queue) limitStatuses(ctx context.Context, db DB, keys []string) (map[st
 		if pending != (throttle.Released{}) {
 			r.state = r.limit.ReleaseMany(r.state, now.UTC(), pending)
 		}
-		out[r.limit.Key] = LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}
+		read[r.limit.Key] = r
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	now = now.UTC()
+	if err := q.foldPendingSpends(ctx, db, read, now); err != nil {
+		return nil, err
+	}
+	out := make(map[string]LimitStatus, len(read))
+	for k, r := range read {
+		out[k] = r.status(now)
+	}
+	return out, nil
+}
+
+// status is r as operators read it at now.
+func (r *limitRow) status(now time.Time) LimitStatus {
+	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state,
+		Allowances: allowanceStatuses(r.limit, r.state, now)}
 }

@@ -84,17 +84,23 @@ type Ticket struct {
 	// than its line's held it ("concurrency of tenant:acme"); empty when it only waited behind others
 	// in its line.
 	WaitReason string `json:"wait_reason"`
+	// CostMoney is the reservation in money, micro-units of the currency of the money allowances of
+	// its limits (a price table's estimate); ActualMoney what the reported usage cost, -1 when not
+	// known.
+	CostMoney   int64 `json:"cost_money,omitzero"`
+	ActualMoney int64 `json:"actual_money"`
 }
 
 const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_cost, -1), priority, fairness_key, vstart, seq,
 	owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
 	nullif(not_before, '-infinity'), enqueued_at, admitted_at, finished_at, coalesce(outcome_kind, ''), outcome,
-	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, ''), output_cost, coalesce(actual_output, 0)`
+	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, ''), output_cost, coalesce(actual_output, 0),
+	cost_money, coalesce(actual_money, -1)`
 
 // candidate is the ticket as a claim sees it.
 func (t Ticket) candidate() throttle.Candidate {
-	return throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost, VStart: t.VStart,
-		Deadline: t.Deadline, NotBefore: t.NotBefore}
+	return throttle.Candidate{ID: t.ID, LimitKeys: t.LimitKeys, Cost: t.Cost, OutputCost: t.OutputCost, Money: t.CostMoney,
+		VStart: t.VStart, Deadline: t.Deadline, NotBefore: t.NotBefore}
 }
 
 // Reserved is the ticket's reservation by dimension.
@@ -120,7 +126,8 @@ func scanTicket(row pgx.Row) (Ticket, error) {
 	err := row.Scan(&t.ID, &state, &t.LineKey, &t.LimitKeys, &t.Cost, &t.ActualCost, &t.Priority, &t.FairnessKey,
 		&t.VStart, &t.Seq, &t.Owner, &t.Namespace, &t.WorkflowID, &t.RunID, &t.ActivityID, &t.ActivityType,
 		&t.Attempt, &t.TaskToken, &deadline, &notBefore, &t.EnqueuedAt, &admitted, &finished, &t.OutcomeKind,
-		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason, &t.OutputCost, &t.ActualOutput)
+		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason, &t.OutputCost, &t.ActualOutput,
+		&t.CostMoney, &t.ActualMoney)
 	t.State = TicketState(state)
 	t.EnqueuedAt = t.EnqueuedAt.UTC()
 	for _, p := range []struct {

@@ -45,6 +45,9 @@ type SpendRelease struct {
 	// as spent.
 	Actual   Spend `json:"actual"`
 	Reported bool  `json:"reported"`
+	// Void reports that the ticket never ran (cancelled or taken back before it started): all it
+	// reserved, its request included, is given back; Actual and Reported are ignored.
+	Void bool `json:"void,omitempty"`
 }
 
 // Allowances are a limit's allowances, all applied to each ticket: it is admitted only when every
@@ -110,12 +113,15 @@ func (as Allowances) Admit(st AllowanceStates, now time.Time, sp Spend) Allowanc
 }
 
 // Release returns st after the ticket of r finished at now, reconciled on every allowance of as in
-// the window it was admitted in (Allowance.Release).
+// the window it was admitted in (Allowance.Release). A void r gives back all it reserved.
 func (as Allowances) Release(st AllowanceStates, now time.Time, r SpendRelease) AllowanceStates {
 	out := make(AllowanceStates, len(as))
 	for _, a := range as {
 		actual := int64(-1)
-		if r.Reported {
+		switch {
+		case r.Void:
+			actual = 0
+		case r.Reported:
 			actual = a.Of(r.Actual)
 		}
 		out[a.Key()] = a.Release(st[a.Key()], now, r.AdmittedAt, a.Of(r.Reserved), actual)

@@ -18,6 +18,9 @@ type LimitChange struct {
 	InputTokenBurst       *float64 `json:"input_token_burst,omitempty"`
 	OutputTokensPerMinute *float64 `json:"output_tokens_per_minute,omitempty"`
 	OutputTokenBurst      *float64 `json:"output_token_burst,omitempty"`
+	// Allowances, when not nil, replaces the limit's allowances: an empty list removes them all. An
+	// allowance that keeps its meter and period (Allowance.Key) keeps what its window has counted.
+	Allowances *Allowances `json:"allowances,omitempty"`
 }
 
 // Apply returns l with c's fields set. The burst of a rate that changes without its burst given is
@@ -36,6 +39,12 @@ func (c LimitChange) Apply(l Limit) Limit {
 	}
 	if c.MaxInflightTokens != nil {
 		l.MaxInflightTokens = *c.MaxInflightTokens
+	}
+	if c.Allowances != nil {
+		l.Allowances = nil
+		if len(*c.Allowances) > 0 {
+			l.Allowances = append(Allowances(nil), *c.Allowances...)
+		}
 	}
 	for _, r := range []struct {
 		rate, burst       *float64

@@ -1,0 +1,99 @@
+package pgqueue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// AllowanceStatus is how one allowance of a limit stands, for operators: what it has counted in its
+// window (reservations, reconciled with the usage reported so far), what remains, and when it resets.
+type AllowanceStatus struct {
+	// Allowance is the allowance as admission applies it (its amount lowered to what header learning
+	// taught, if lower).
+	Allowance throttle.Allowance `json:"allowance"`
+	// Spec is the allowance in the operators' syntax (tokens=5000000/day@America/Los_Angeles).
+	Spec string `json:"spec"`
+	// Used is what it has counted in the current window (money in micro-units); Remaining the rest of
+	// its amount, 0 when spent (Used may pass the amount by usage reported above reservations).
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+	// WindowStart and ResetsAt bound a calendar allowance's current window: at ResetsAt it counts
+	// from 0 again. For a rolling one WindowStart is zero and ResetsAt is when all it counts now
+	// has fallen out of the trailing window (zero when it counts nothing).
+	WindowStart time.Time `json:"window_start,omitzero"`
+	ResetsAt    time.Time `json:"resets_at,omitzero"`
+}
+
+// allowanceStatuses are the statuses of l's allowances in state s at now.
+func allowanceStatuses(l throttle.Limit, s throttle.State, now time.Time) []AllowanceStatus {
+	var out []AllowanceStatus
+	for _, a := range l.Allowances {
+		st := s.Allowances[a.Key()]
+		as := AllowanceStatus{Allowance: a, Spec: a.String(), Used: a.Used(st, now)}
+		as.Remaining = max(0, a.Amount-as.Used)
+		if a.Calendar != "" {
+			start, end := a.Window(now)
+			as.WindowStart, as.ResetsAt = start.UTC(), end.UTC()
+		} else if as.Used > 0 {
+			// When a ticket of the whole amount fits: everything counted now has fallen out.
+			as.ResetsAt = a.Check(st, now, a.Amount).RetryAt
+		}
+		out = append(out, as)
+	}
+	return out
+}
+
+// pendingSpendsSQL reads the allowance ledger's rows of the keys $1, summed per key and admission
+// instant, as throttle.SpendRelease JSON: what completions appended that no claim has folded yet.
+const pendingSpendsSQL = `SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', true,
+		'reserved', jsonb_build_object('tokens', jsonb_build_object('input', ri, 'output', ro), 'money', rm),
+		'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am)))
+	FROM (SELECT key, admitted_at, sum(reserved_input)::bigint AS ri, sum(reserved_output)::bigint AS ro,
+			sum(reserved_money)::bigint AS rm, sum(actual_input)::bigint AS ai, sum(actual_output)::bigint AS ao,
+			sum(actual_money)::bigint AS am
+		FROM {s}.sluice_allowance_release WHERE key = ANY($1) GROUP BY key, admitted_at) g
+	GROUP BY key`
+
+// foldPendingSpends folds into the states of rows (by key) the allowance ledger's pending rows, at
+// now, as the next claim holding each row will: a reader's view of the allowances, locking nothing.
+// Only rows whose limit has allowances are read for.
+func (q *Queue) foldPendingSpends(ctx context.Context, db DB, rows map[string]*limitRow, now time.Time) error {
+	var keys []string
+	for k, r := range rows {
+		if len(r.limit.Allowances) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rs, err := db.Query(ctx, q.s(pendingSpendsSQL), keys)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	spends := map[string][]throttle.SpendRelease{}
+	for rs.Next() {
+		var (
+			key string
+			b   []byte
+			srs []throttle.SpendRelease
+		)
+		if err := rs.Scan(&key, &b); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &srs); err != nil {
+			return fmt.Errorf("allowance ledger of %q: %w", key, err)
+		}
+		spends[key] = srs
+	}
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	foldSpends(rows, spends, now)
+	return nil
+}
