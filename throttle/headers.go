@@ -17,11 +17,10 @@ const MaxRetryAfter = time.Hour
 const maxReset = 24 * time.Hour
 
 // Daily figures (see ParseRateLimitHeaders): a figure whose reset lies more than dailyReset ahead and
-// whose implied window is at least dailyImplied counts in a window of dailyWindow.
+// whose implied window is within dailyWindow/2..2*dailyWindow counts in a window of dailyWindow.
 const (
-	dailyWindow  = 24 * time.Hour
-	dailyReset   = 2 * time.Minute
-	dailyImplied = 12 * time.Hour
+	dailyWindow = 24 * time.Hour
+	dailyReset  = 2 * time.Minute
 )
 
 // RateLimitInfo is what a provider's response headers say about its limits, as absolute instants.
@@ -105,12 +104,12 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Time, bool) {
 // or the figures say so, and 0 otherwise. Anthropic's figures are per minute. Groq's x-ratelimit
 // requests figures are per day and its tokens figures per minute (a Groq response carries
 // x-groq-region). Otherwise an x-ratelimit figure (OpenAI's) is per day when its reset lies more than
-// 2 minutes ahead and the window it implies is at least 12 hours. These providers refill
+// 2 minutes ahead and the window it implies is 12 to 48 hours. These providers refill
 // continuously: the reset is when limit-remaining will have refilled, so the implied window is
 // (reset-now) * limit / (limit-remaining), or reset-now when remaining is absent or the limit. A
-// per-minute figure never resets 2 minutes ahead unless the account is in debt, and then implies
-// minutes, not hours; a daily figure resets 2 minutes ahead once a few requests are spent (10 of
-// 7,200 a day), and until then has window 0.
+// per-minute figure resets 2 minutes ahead only in debt, and then implies minutes; figures that imply
+// weeks refill no way known and are not taken as a day. A daily figure resets 2 minutes ahead once a
+// few requests are spent (10 of 7,200 a day), and until then has window 0.
 func ParseRateLimitHeaders(h http.Header, now time.Time) RateLimitInfo {
 	var info RateLimitInfo
 	req, reqFamily := firstWindow(h, now,
@@ -125,7 +124,7 @@ func ParseRateLimitHeaders(h http.Header, now time.Time) RateLimitInfo {
 	)
 	info.TokensLimit, info.TokensRemaining, info.HasTokensRemaining, info.TokensReset = tok.limit, tok.remaining, tok.hasRemaining, tok.reset
 	groq := strings.TrimSpace(h.Get("x-groq-region")) != ""
-	if reqFamily == 0 && (groq || req.daily(now)) {
+	if reqFamily == 0 && (groq && req.hasFigures() || req.daily(now)) {
 		info.RequestsWindow = dailyWindow
 	}
 	if tokFamily == 0 && !groq && tok.daily(now) {
@@ -146,18 +145,21 @@ type window struct {
 	reset            time.Time
 }
 
+// hasFigures reports whether w has a limit or remaining figure, whose window a window tells.
+func (w window) hasFigures() bool { return w.limit > 0 || w.hasRemaining }
+
 // daily reports whether w's figures count in a day: its reset lies more than dailyReset after now,
-// and the window its figures imply (see ParseRateLimitHeaders) is at least dailyImplied.
+// and the window its figures imply (see ParseRateLimitHeaders) is within half a day and two days.
 func (w window) daily(now time.Time) bool {
 	ahead := w.reset.Sub(now)
-	if w.reset.IsZero() || ahead <= dailyReset {
+	if !w.hasFigures() || w.reset.IsZero() || ahead <= dailyReset {
 		return false
 	}
 	implied := float64(ahead)
 	if w.hasRemaining && w.limit > 0 && w.remaining < w.limit {
 		implied *= w.limit / (w.limit - w.remaining)
 	}
-	return implied >= float64(dailyImplied)
+	return implied >= float64(dailyWindow/2) && implied <= float64(2*dailyWindow)
 }
 
 // firstWindow reads the first family of {limit, remaining, reset} header names of which any header
