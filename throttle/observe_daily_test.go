@@ -68,90 +68,105 @@ func TestObserve_DailyFigure(t *testing.T) {
 	require.True(t, eff.Equal(throttle.EffectiveLimit(groq, learned)))
 }
 
+// openaiWith is an OpenAI limit of 10 requests a second and 90,000 tokens a minute with the
+// allowances specs, in the operators' syntax.
+func openaiWith(specs ...string) throttle.Limit {
+	l := throttle.Limit{Key: "openai", RequestsPerSecond: 10, TokensPerMinute: 90_000}
+	for _, spec := range specs {
+		a, err := throttle.ParseAllowance(spec)
+		if err != nil {
+			panic(err)
+		}
+		l.Allowances = append(l.Allowances, a)
+	}
+	return l
+}
+
+// dailyCase is a limit, its state and a figure, and what Observe makes of them at dailyNow.
+type dailyCase struct {
+	name    string
+	l       throttle.Limit
+	s       throttle.State
+	info    throttle.RateLimitInfo
+	amounts map[string]int64 // the effective allowances' amounts, by key
+	used    map[string]int64 // what each has counted at now after Observe
+	rps     float64
+}
+
+// dailyNow is when dailyCases are observed.
+var dailyNow = time.Date(2026, 3, 10, 15, 30, 0, 0, time.UTC)
+
+// dailyCases are daily figures (and one per minute) applied to limits with allowances.
+var dailyCases = []dailyCase{
+	{
+		"ADailyFigureLowersTheDaysAllowanceNotTheRate", openaiWith("requests=10000/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 200, RequestsRemaining: 150, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 200}, map[string]int64{"requests/day": 50}, 10,
+	},
+	{
+		"TheSameFigurePerMinuteLowersTheRate", openaiWith("requests=10000/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 200, RequestsRemaining: 150, HasRequestsRemaining: true},
+		map[string]int64{"requests/day": 10000}, map[string]int64{"requests/day": 0}, 200.0 / 60,
+	},
+	{
+		"ARollingDayIsADay", openaiWith("requests=10000/24h"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 1000, RequestsRemaining: 0, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/24h": 1000}, map[string]int64{"requests/24h": 1000}, 10,
+	},
+	{
+		"AHigherFigureNeverRaises", openaiWith("requests=500/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 10000, RequestsRemaining: 9800, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 0}, 10,
+	},
+	{
+		"RemainingBelowTheAllowanceCountsTheRest", openaiWith("requests=500/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 10000, RequestsRemaining: 120.7, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 380}, 10,
+	},
+	{
+		"WhatWasCountedIsNeverLowered", openaiWith("requests=500/day"),
+		throttle.State{Allowances: throttle.AllowanceStates{"requests/day": {Start: time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), Used: 450}}},
+		throttle.RateLimitInfo{RequestsLimit: 500, RequestsRemaining: 300, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 450}, 10,
+	},
+	{
+		"YesterdaysCountStartsAfresh", openaiWith("requests=500/day"),
+		throttle.State{Allowances: throttle.AllowanceStates{"requests/day": {Start: time.Date(2026, 3, 9, 0, 0, 0, 0, time.UTC), Used: 450}}},
+		throttle.RateLimitInfo{RequestsLimit: 500, RequestsRemaining: 300, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 200}, 10,
+	},
+	{
+		"AFractionalLimitIsFloored", openaiWith("requests=500/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 99.9, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 99}, map[string]int64{"requests/day": 0}, 10,
+	},
+	{
+		"OtherMetersAndPeriodsAreLeftAlone", openaiWith("tokens=1000000/day", "requests=5000/week", "requests=300/hour", "requests=900/12h"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 200, RequestsRemaining: 0, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"tokens/day": 1_000_000, "requests/week": 5000, "requests/hour": 300, "requests/12h": 900},
+		map[string]int64{"tokens/day": 0, "requests/week": 0, "requests/hour": 0, "requests/12h": 0}, 10,
+	},
+	{
+		"ADailyTokensFigureLowersTheTokensAllowance", openaiWith("tokens=1000000/day", "input_tokens=500000/day"),
+		throttle.State{}, throttle.RateLimitInfo{TokensLimit: 200_000, TokensRemaining: 150_000, HasTokensRemaining: true, TokensWindow: 24 * time.Hour},
+		map[string]int64{"tokens/day": 200_000, "input_tokens/day": 500_000}, map[string]int64{"tokens/day": 50_000, "input_tokens/day": 0}, 10,
+	},
+	{
+		"ALongerWindowIsLearnedAsADay", openaiWith("requests=500/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 300, RequestsWindow: 7 * 24 * time.Hour},
+		map[string]int64{"requests/day": 300}, map[string]int64{"requests/day": 0}, 10,
+	},
+	{
+		"HostileDailyFiguresAreIgnored", openaiWith("requests=500/day"),
+		throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 0.5, RequestsRemaining: -3, HasRequestsRemaining: true, RequestsWindow: 24 * time.Hour},
+		map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 0}, 10,
+	},
+}
+
 func TestObserve_DailyFigureTable(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 3, 10, 15, 30, 0, 0, time.UTC)
-	base := throttle.Limit{Key: "openai", RequestsPerSecond: 10, TokensPerMinute: 90_000}
-	with := func(specs ...string) throttle.Limit {
-		l := base
-		l.Allowances = mustAllowances(t, specs...)
-		return l
-	}
-	day := 24 * time.Hour
-
-	for _, tc := range []struct {
-		name    string
-		l       throttle.Limit
-		s       throttle.State
-		info    throttle.RateLimitInfo
-		amounts map[string]int64 // the effective allowances' amounts, by key
-		used    map[string]int64 // what each has counted at now after Observe
-		rps     float64
-	}{
-		{
-			"ADailyFigureLowersTheDaysAllowanceNotTheRate", with("requests=10000/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 200, RequestsRemaining: 150, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/day": 200}, map[string]int64{"requests/day": 50}, 10,
-		},
-		{
-			"TheSameFigurePerMinuteLowersTheRate", with("requests=10000/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 200, RequestsRemaining: 150, HasRequestsRemaining: true},
-			map[string]int64{"requests/day": 10000}, map[string]int64{"requests/day": 0}, 200.0 / 60,
-		},
-		{
-			"ARollingDayIsADay", with("requests=10000/24h"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 1000, RequestsRemaining: 0, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/24h": 1000}, map[string]int64{"requests/24h": 1000}, 10,
-		},
-		{
-			"AHigherFigureNeverRaises", with("requests=500/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 10000, RequestsRemaining: 9800, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 0}, 10,
-		},
-		{
-			"RemainingBelowTheAllowanceCountsTheRest", with("requests=500/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 10000, RequestsRemaining: 120.7, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 380}, 10,
-		},
-		{
-			"WhatWasCountedIsNeverLowered", with("requests=500/day"),
-			throttle.State{Allowances: throttle.AllowanceStates{"requests/day": {Start: time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), Used: 450}}},
-			throttle.RateLimitInfo{RequestsLimit: 500, RequestsRemaining: 300, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 450}, 10,
-		},
-		{
-			"YesterdaysCountStartsAfresh", with("requests=500/day"),
-			throttle.State{Allowances: throttle.AllowanceStates{"requests/day": {Start: time.Date(2026, 3, 9, 0, 0, 0, 0, time.UTC), Used: 450}}},
-			throttle.RateLimitInfo{RequestsLimit: 500, RequestsRemaining: 300, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 200}, 10,
-		},
-		{
-			"AFractionalLimitIsFloored", with("requests=500/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 99.9, RequestsWindow: day},
-			map[string]int64{"requests/day": 99}, map[string]int64{"requests/day": 0}, 10,
-		},
-		{
-			"OtherMetersAndPeriodsAreLeftAlone", with("tokens=1000000/day", "requests=5000/week", "requests=300/hour", "requests=900/12h"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 200, RequestsRemaining: 0, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"tokens/day": 1_000_000, "requests/week": 5000, "requests/hour": 300, "requests/12h": 900},
-			map[string]int64{"tokens/day": 0, "requests/week": 0, "requests/hour": 0, "requests/12h": 0}, 10,
-		},
-		{
-			"ADailyTokensFigureLowersTheTokensAllowance", with("tokens=1000000/day", "input_tokens=500000/day"),
-			throttle.State{}, throttle.RateLimitInfo{TokensLimit: 200_000, TokensRemaining: 150_000, HasTokensRemaining: true, TokensWindow: day},
-			map[string]int64{"tokens/day": 200_000, "input_tokens/day": 500_000}, map[string]int64{"tokens/day": 50_000, "input_tokens/day": 0}, 10,
-		},
-		{
-			"ALongerWindowIsLearnedAsADay", with("requests=500/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 300, RequestsWindow: 7 * day},
-			map[string]int64{"requests/day": 300}, map[string]int64{"requests/day": 0}, 10,
-		},
-		{
-			"HostileDailyFiguresAreIgnored", with("requests=500/day"),
-			throttle.State{}, throttle.RateLimitInfo{RequestsLimit: 0.5, RequestsRemaining: -3, HasRequestsRemaining: true, RequestsWindow: day},
-			map[string]int64{"requests/day": 500}, map[string]int64{"requests/day": 0}, 10,
-		},
-	} {
+	now := dailyNow
+	for _, tc := range dailyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			require.NoError(t, tc.l.Validate())
