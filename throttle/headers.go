@@ -107,8 +107,8 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Time, bool) {
 // 2 minutes ahead and the window it implies is 12 to 48 hours. These providers refill
 // continuously: the reset is when limit-remaining will have refilled, so the implied window is
 // (reset-now) * limit / (limit-remaining), or reset-now when remaining is absent or the limit. A
-// per-minute figure resets 2 minutes ahead only in debt, and then implies minutes; figures that imply
-// weeks refill no way known and are not taken as a day. A daily figure resets 2 minutes ahead once a
+// per-minute figure resets 2 minutes ahead only in debt, and then implies minutes; figures implying
+// weeks match no continuous refill and are not taken as a day. A daily figure resets 2 minutes ahead once a
 // few requests are spent (10 of 7,200 a day), and until then has window 0.
 func ParseRateLimitHeaders(h http.Header, now time.Time) RateLimitInfo {
 	var info RateLimitInfo
@@ -145,7 +145,7 @@ type window struct {
 	reset            time.Time
 }
 
-// hasFigures reports whether w has a limit or remaining figure, whose window a window tells.
+// hasFigures reports whether w has a limit or remaining figure: something a window applies to.
 func (w window) hasFigures() bool { return w.limit > 0 || w.hasRemaining }
 
 // daily reports whether w's figures count in a day: its reset lies more than dailyReset after now,
