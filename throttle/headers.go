@@ -16,6 +16,13 @@ const MaxRetryAfter = time.Hour
 // maxReset is how far ahead a rate-limit reset may lie: a later reset is clamped to now+maxReset.
 const maxReset = 24 * time.Hour
 
+// Daily figures (see ParseRateLimitHeaders): a figure whose reset lies more than dailyReset ahead and
+// whose implied window is within dailyWindow/2..2*dailyWindow counts in a window of dailyWindow.
+const (
+	dailyWindow = 24 * time.Hour
+	dailyReset  = 2 * time.Minute
+)
+
 // RateLimitInfo is what a provider's response headers say about its limits, as absolute instants.
 // A zero field means the header was absent or unusable.
 //
@@ -23,10 +30,14 @@ const maxReset = 24 * time.Hour
 // present (limit > 0); every reset lies in [now, now+24h] and RetryAfter in [now, now+MaxRetryAfter],
 // for the now given to ParseRateLimitHeaders.
 type RateLimitInfo struct {
-	RequestsLimit, RequestsRemaining float64 // requests per window (OpenAI: per minute or per day; Anthropic: per minute)
+	RequestsLimit, RequestsRemaining float64 // requests per RequestsWindow
 	RequestsReset                    time.Time
-	TokensLimit, TokensRemaining     float64 // tokens per minute
+	TokensLimit, TokensRemaining     float64 // tokens per TokensWindow
 	TokensReset                      time.Time
+	// RequestsWindow and TokensWindow are the windows the requests and tokens figures count in:
+	// 24*time.Hour for a daily figure (Groq's requests, OpenAI's requests per day), 0 for a figure
+	// per minute or whose window the headers do not tell, which Observe takes as per minute.
+	RequestsWindow, TokensWindow time.Duration
 	// HasRequestsRemaining and HasTokensRemaining report that the remaining figure was present:
 	// remaining may legitimately be 0.
 	HasRequestsRemaining, HasTokensRemaining bool
@@ -68,42 +79,59 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// ParseRateLimitHeaders reads the rate-limit headers of an OpenAI or Anthropic response (names are
-// case-insensitive) as of now. It never fails: a header that is absent or unusable leaves its field
-// zero.
+// ParseRateLimitHeaders reads the rate-limit headers of an OpenAI, Groq or Anthropic response (names
+// are case-insensitive) as of now. It never fails: a header that is absent or unusable leaves its
+// field zero.
 //
-// Requests are read from x-ratelimit-{limit,remaining,reset}-requests (OpenAI) or, when none of those
-// is usable, anthropic-ratelimit-requests-{limit,remaining,reset}. Tokens are read from
-// x-ratelimit-{limit,remaining,reset}-tokens (OpenAI), else anthropic-ratelimit-tokens-*, else, when
-// none of the plain anthropic tokens headers is usable, anthropic-ratelimit-input-tokens-*: the input
-// budget stands in for the token budget, which is conservative for a budget that counts input and
-// output together. The three figures of one kind always come from the same header family.
-// InputTokens and OutputTokens are read from anthropic-ratelimit-input-tokens-* and
-// anthropic-ratelimit-output-tokens-*.
+// Requests are read from x-ratelimit-{limit,remaining,reset}-requests (OpenAI, Groq) or, when none of
+// those is usable, anthropic-ratelimit-requests-{limit,remaining,reset}. Tokens are read from
+// x-ratelimit-{limit,remaining,reset}-tokens, else anthropic-ratelimit-tokens-*, else, when none of
+// the plain anthropic tokens headers is usable, anthropic-ratelimit-input-tokens-*: the input budget
+// stands in for the token budget, which is conservative for a budget that counts input and output
+// together. The three figures of one kind always come from the same header family. InputTokens and
+// OutputTokens are read from anthropic-ratelimit-input-tokens-* and anthropic-ratelimit-output-tokens-*.
 //
 // Numbers must be plain non-negative decimals (an exponent is allowed); negative, "NaN", "Inf", hex
 // or otherwise malformed numbers are ignored, and so is a limit or remaining figure too large for a
 // float64 (1e400; 1e308 is kept). A limit of 0 is treated as absent. A remaining figure above its
 // limit is clamped to the limit. A reset is an RFC 3339 timestamp (Anthropic), a Go-style duration
-// such as 6m0s, 20ms or 1h2m3.5s (OpenAI), or a bare number of seconds, whichever family sent it; a
-// negative duration is ignored, a reset in the past means now, and one more than 24h ahead (an
+// such as 6m0s, 20ms or 1h2m3.5s (OpenAI, Groq), or a bare number of seconds, whichever family sent
+// it; a negative duration is ignored, a reset in the past means now, and one more than 24h ahead (an
 // overflowing duration or number included) is clamped to now+24h. RetryAfter is as ParseRetryAfter
 // returns it.
+//
+// The window of each kind (RequestsWindow, TokensWindow) is a day where the provider's documentation
+// or the figures say so, and 0 otherwise. Anthropic's figures are per minute. Groq's x-ratelimit
+// requests figures are per day and its tokens figures per minute (a Groq response carries
+// x-groq-region). Otherwise an x-ratelimit figure (OpenAI's) is per day when its reset lies more than
+// 2 minutes ahead and the window it implies is 12 to 48 hours. These providers refill
+// continuously: the reset is when limit-remaining will have refilled, so the implied window is
+// (reset-now) * limit / (limit-remaining), or reset-now when remaining is absent or the limit. A
+// per-minute figure resets 2 minutes ahead only in debt, and then implies minutes; figures implying
+// weeks match no continuous refill and are not taken as a day. A daily figure resets 2 minutes ahead once a
+// few requests are spent (10 of 7,200 a day), and until then has window 0.
 func ParseRateLimitHeaders(h http.Header, now time.Time) RateLimitInfo {
 	var info RateLimitInfo
-	req := firstWindow(h, now,
+	req, reqFamily := firstWindow(h, now,
 		[3]string{"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
 		[3]string{"anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"},
 	)
 	info.RequestsLimit, info.RequestsRemaining, info.HasRequestsRemaining, info.RequestsReset = req.limit, req.remaining, req.hasRemaining, req.reset
-	tok := firstWindow(h, now,
+	tok, tokFamily := firstWindow(h, now,
 		[3]string{"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"},
 		[3]string{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"},
 		[3]string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"},
 	)
 	info.TokensLimit, info.TokensRemaining, info.HasTokensRemaining, info.TokensReset = tok.limit, tok.remaining, tok.hasRemaining, tok.reset
-	in := firstWindow(h, now, [3]string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"})
-	out := firstWindow(h, now, [3]string{"anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"})
+	groq := strings.TrimSpace(h.Get("x-groq-region")) != ""
+	if reqFamily == 0 && (groq && req.hasFigures() || req.daily(now)) {
+		info.RequestsWindow = dailyWindow
+	}
+	if tokFamily == 0 && !groq && tok.daily(now) {
+		info.TokensWindow = dailyWindow
+	}
+	in, _ := firstWindow(h, now, [3]string{"anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"})
+	out, _ := firstWindow(h, now, [3]string{"anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"})
 	info.InputTokens = TokenWindow{Limit: in.limit, Remaining: in.remaining, HasRemaining: in.hasRemaining, Reset: in.reset}
 	info.OutputTokens = TokenWindow{Limit: out.limit, Remaining: out.remaining, HasRemaining: out.hasRemaining, Reset: out.reset}
 	info.RetryAfter, _ = ParseRetryAfter(h, now)
@@ -117,10 +145,28 @@ type window struct {
 	reset            time.Time
 }
 
+// hasFigures reports whether w has a limit or remaining figure: something a window applies to.
+func (w window) hasFigures() bool { return w.limit > 0 || w.hasRemaining }
+
+// daily reports whether w's figures count in a day: its reset lies more than dailyReset after now,
+// and the window its figures imply (see ParseRateLimitHeaders) is within half a day and two days.
+func (w window) daily(now time.Time) bool {
+	ahead := w.reset.Sub(now)
+	if !w.hasFigures() || w.reset.IsZero() || ahead <= dailyReset {
+		return false
+	}
+	implied := float64(ahead)
+	if w.hasRemaining && w.limit > 0 && w.remaining < w.limit {
+		implied *= w.limit / (w.limit - w.remaining)
+	}
+	return implied >= float64(dailyWindow/2) && implied <= float64(2*dailyWindow)
+}
+
 // firstWindow reads the first family of {limit, remaining, reset} header names of which any header
-// is usable, so that one kind's figures never mix families.
-func firstWindow(h http.Header, now time.Time, families ...[3]string) window {
-	for _, names := range families {
+// is usable, so that one kind's figures never mix families, and returns its index in families (-1
+// when none is usable).
+func firstWindow(h http.Header, now time.Time, families ...[3]string) (window, int) {
+	for i, names := range families {
 		var w window
 		if v, ok := parseNumber(h.Get(names[0])); ok && v > 0 {
 			w.limit = v
@@ -133,9 +179,9 @@ func firstWindow(h http.Header, now time.Time, families ...[3]string) window {
 		if w.hasRemaining && w.limit > 0 && w.remaining > w.limit {
 			w.remaining = w.limit
 		}
-		return w
+		return w, i
 	}
-	return window{}
+	return window{}, -1
 }
 
 // parseNumber parses v as a finite non-negative decimal (see parseDecimal). It refuses negatives,

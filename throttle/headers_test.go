@@ -43,6 +43,8 @@ func requireInfo(t *testing.T, want, got throttle.RateLimitInfo) {
 	require.Equal(t, want.HasTokensRemaining, got.HasTokensRemaining, "HasTokensRemaining")
 	at("TokensReset", want.TokensReset, got.TokensReset)
 	at("RetryAfter", want.RetryAfter, got.RetryAfter)
+	require.Equal(t, want.RequestsWindow, got.RequestsWindow, "RequestsWindow")
+	require.Equal(t, want.TokensWindow, got.TokensWindow, "TokensWindow")
 }
 
 func TestParseRateLimitHeaders_OpenAI(t *testing.T) {
@@ -71,9 +73,12 @@ func TestParseRateLimitHeaders_OpenAI(t *testing.T) {
 			throttle.RateLimitInfo{TokensLimit: 150000, TokensRemaining: 149984, HasTokensRemaining: true, TokensReset: t0.Add(time.Second)},
 		},
 		{
-			"PerDayRequests",
+			"PerDayRequests", // spent: the reset lies hours ahead
 			headersOf("x-ratelimit-limit-requests", "200", "x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "17h12m0.96s"),
-			throttle.RateLimitInfo{RequestsLimit: 200, HasRequestsRemaining: true, RequestsReset: t0.Add(17*time.Hour + 12*time.Minute + 960*time.Millisecond)},
+			throttle.RateLimitInfo{
+				RequestsLimit: 200, HasRequestsRemaining: true, RequestsReset: t0.Add(17*time.Hour + 12*time.Minute + 960*time.Millisecond),
+				RequestsWindow: 24 * time.Hour,
+			},
 		},
 		{
 			"CompoundDuration",

@@ -1,10 +1,15 @@
 package throttle
 
-// EffectiveLimit is the limit admission applies (Check, Admit, Release): configured, with its
-// defaults filled in (WithDefaults), each rate and burst that learned sets lowered to learned's figure
-// when that is lower. learned is what a provider's headers taught, as LearnedLimit keeps it: a zero
-// field learned nothing, and its other fields are ignored. The result is never above configured, and a
-// kind of limit configured does not set stays unset.
+import "slices"
+
+// EffectiveLimit is the limit admission applies (Check, Admit, Release; CheckSpend, AdmitSpend):
+// configured, with its defaults filled in (WithDefaults), each rate and burst that learned sets
+// lowered to learned's figure when that is lower, and each allowance whose Key learned's Allowances
+// hold lowered to that allowance's Amount when that is lower (a daily figure Observe learned). learned
+// is what a provider's headers taught, as LearnedLimit keeps it: a zero field or Amount learned
+// nothing, and its other fields are ignored. The result is never above configured, a kind of limit
+// configured does not set stays unset, and an allowance configured does not carry is never added.
+// configured's Allowances are not modified: a lowered allowance is in a copy.
 func EffectiveLimit(configured, learned Limit) Limit {
 	l := configured.WithDefaults()
 	lower := func(cur *float64, v float64) {
@@ -20,14 +25,28 @@ func EffectiveLimit(configured, learned Limit) Limit {
 	lower(&l.InputTokenBurst, learned.InputTokenBurst)
 	lower(&l.OutputTokensPerMinute, learned.OutputTokensPerMinute)
 	lower(&l.OutputTokenBurst, learned.OutputTokenBurst)
+	copied := false
+	for _, la := range learned.Allowances {
+		for i, a := range l.Allowances {
+			if la.Amount <= 0 || la.Amount >= a.Amount || la.Key() != a.Key() {
+				continue
+			}
+			if !copied {
+				l.Allowances, copied = slices.Clone(l.Allowances), true
+			}
+			l.Allowances[i].Amount = la.Amount
+		}
+	}
 	return l
 }
 
 // LearnedLimit is what to keep, between observations, of an effective limit that Observe returned
 // for configured: each rate and burst of effective that is above zero and below configured's (its
-// defaults filled in), and zero for every other field, learned nothing included. Stored and read back,
-// it gives the effective limit again: EffectiveLimit(configured, LearnedLimit(configured, effective))
-// is effective for any effective that Observe returned for a configured limit that validates.
+// defaults filled in), zero for every other field, and in Allowances each allowance of effective
+// whose Amount is above zero and below that of configured's allowance of the same Key (nil when
+// there is none). Learned nothing is the zero Limit. Stored and read back, it gives the effective
+// limit again: EffectiveLimit(configured, LearnedLimit(configured, effective)) equals effective
+// (Limit.Equal) for any effective that Observe returned for a configured limit that validates.
 func LearnedLimit(configured, effective Limit) Limit {
 	configured = configured.WithDefaults()
 	below := func(eff, conf float64) float64 {
@@ -35,6 +54,13 @@ func LearnedLimit(configured, effective Limit) Limit {
 			return eff
 		}
 		return 0
+	}
+	var learned Allowances
+	for _, ea := range effective.Allowances {
+		i := slices.IndexFunc(configured.Allowances, func(ca Allowance) bool { return ca.Key() == ea.Key() })
+		if i >= 0 && ea.Amount > 0 && ea.Amount < configured.Allowances[i].Amount {
+			learned = append(learned, ea)
+		}
 	}
 	return Limit{
 		RequestsPerSecond: below(effective.RequestsPerSecond, configured.RequestsPerSecond),
@@ -46,5 +72,6 @@ func LearnedLimit(configured, effective Limit) Limit {
 		InputTokenBurst:       below(effective.InputTokenBurst, configured.InputTokenBurst),
 		OutputTokensPerMinute: below(effective.OutputTokensPerMinute, configured.OutputTokensPerMinute),
 		OutputTokenBurst:      below(effective.OutputTokenBurst, configured.OutputTokenBurst),
+		Allowances:            learned,
 	}
 }

@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,70 @@ func TestLearnedLimit(t *testing.T) {
 		require.Equal(t, throttle.Limit{TokensPerMinute: 40_000}, learned, "the configured burst is not learned")
 		require.Equal(t, eff, throttle.EffectiveLimit(l, learned))
 	})
+}
+
+func TestEffectiveLimit_Allowances(t *testing.T) {
+	t.Parallel()
+	day, err := throttle.ParseAllowance("requests=10000/day@America/Los_Angeles")
+	require.NoError(t, err)
+	rolling, err := throttle.ParseAllowance("tokens=5000000/24h")
+	require.NoError(t, err)
+	configured := throttle.Limit{Key: "k", RequestsPerSecond: 10, Allowances: throttle.Allowances{day, rolling}}
+	lowered := func(a throttle.Allowance, amount int64) throttle.Allowance { a.Amount = amount; return a }
+	other, err := throttle.ParseAllowance("requests=50/day") // UTC: another key than day's
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		learned throttle.Allowances
+		want    throttle.Allowances
+	}{
+		{"NothingLearned", nil, throttle.Allowances{day, rolling}},
+		{"ALowerAmountLowersTheSameKey", throttle.Allowances{lowered(day, 200)}, throttle.Allowances{lowered(day, 200), rolling}},
+		{"EachOnItsOwn", throttle.Allowances{lowered(rolling, 1000), lowered(day, 1440)}, throttle.Allowances{lowered(day, 1440), lowered(rolling, 1000)}},
+		{"AHigherAmountNeverRaises", throttle.Allowances{lowered(day, 20000)}, throttle.Allowances{day, rolling}},
+		{"AnotherKeyIsNeverAdded", throttle.Allowances{other}, throttle.Allowances{day, rolling}},
+		{"AZeroOrNegativeAmountLearnedNothing", throttle.Allowances{lowered(day, 0), lowered(rolling, -5)}, throttle.Allowances{day, rolling}},
+		{"OnlyTheAmountIsTaken", throttle.Allowances{func() throttle.Allowance {
+			a := lowered(day, 300)
+			a.OnSpent = throttle.OnSpentRefuse
+			return a
+		}()}, throttle.Allowances{lowered(day, 300), rolling}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			before := slices.Clone(configured.Allowances)
+			got := throttle.EffectiveLimit(configured, throttle.Limit{Allowances: tc.learned})
+			require.Equal(t, tc.want, got.Allowances)
+			require.Equal(t, before, configured.Allowances, "the configured allowances are not modified")
+		})
+	}
+
+	t.Run("NoAllowancesStayNil", func(t *testing.T) {
+		t.Parallel()
+		l := throttle.Limit{Key: "k", RequestsPerSecond: 1}
+		require.Nil(t, throttle.EffectiveLimit(l, throttle.Limit{Allowances: throttle.Allowances{lowered(day, 1)}}).Allowances)
+	})
+}
+
+func TestLearnedLimit_Allowances(t *testing.T) {
+	t.Parallel()
+	day, err := throttle.ParseAllowance("requests=10000/day")
+	require.NoError(t, err)
+	hour, err := throttle.ParseAllowance("requests=600/hour")
+	require.NoError(t, err)
+	configured := throttle.Limit{Key: "k", RequestsPerSecond: 10, Allowances: throttle.Allowances{hour, day}}
+	eff := configured.WithDefaults()
+	eff.Allowances = throttle.Allowances{hour, day}
+	eff.Allowances[1].Amount = 200
+
+	learned := throttle.LearnedLimit(configured, eff)
+	require.Equal(t, throttle.Allowances{eff.Allowances[1]}, learned.Allowances, "only the lowered allowance is kept")
+	require.True(t, eff.Equal(throttle.EffectiveLimit(configured, learned)))
+
+	require.Nil(t, throttle.LearnedLimit(configured, configured).Allowances, "learned nothing: nil")
+	higher := configured.WithDefaults()
+	higher.Allowances = throttle.Allowances{hour, day}
+	higher.Allowances[1].Amount = 20000
+	require.Nil(t, throttle.LearnedLimit(configured, higher).Allowances, "above the configured amount is not learned")
 }

@@ -1,46 +1,59 @@
 package throttle
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
 // Observe applies what a provider's headers say (info, as of now) to a limit and its state, and
-// returns the effective limit, which admission (Check, Admit, Release) should use until the next
-// Observe, and the new state. l is the limit as configured: the ceiling. Its defaults are filled in
-// (WithDefaults) first, and the effective limit is never above it.
+// returns the effective limit, which admission (Check, Admit, Release; CheckSpend, AdmitSpend) should
+// use until the next Observe, and the new state. l is the limit as configured: the ceiling. Its
+// defaults are filled in (WithDefaults) first, and the effective limit is never above it.
 //
-//   - The provider's real limit is learned when lower than the configured one: TokensPerMinute
-//     becomes info.TokensLimit and TokenBurst at most that, and likewise InputTokensPerMinute and
-//     OutputTokensPerMinute from info.InputTokens and info.OutputTokens; RequestsPerSecond becomes
-//     info.RequestsLimit/60 (the requests limit is taken as per minute, so an OpenAI per-day figure
-//     only ever keeps the configured rate) and Burst at most max(1, RequestsLimit/60). A burst stays
-//     >= 1. A provider limit below 1 is ignored. A kind of limit l does not set stays unset: headers
-//     never add a kind of limit nor raise one. The effective limit depends on info alone, not on what
-//     an earlier Observe learned: info without limit figures gives back the configured limit.
+//   - The provider's real limit is learned when lower than the configured one. A per-minute figure
+//     (window 0, or less than a day) lowers a rate: TokensPerMinute becomes info.TokensLimit and
+//     TokenBurst at most that, and likewise InputTokensPerMinute and OutputTokensPerMinute from
+//     info.InputTokens and info.OutputTokens (always per minute); RequestsPerSecond becomes
+//     info.RequestsLimit/60 and Burst at most max(1, RequestsLimit/60). A burst stays >= 1.
+//   - A daily figure (RequestsWindow or TokensWindow of 24h or more) never lowers a rate. It lowers
+//     the Amount of each of l's allowances of its meter (MeterRequests, MeterTokens) whose period is
+//     a calendar day (any zone) or a rolling 24h to the provider's limit, floored, when that is lower.
+//     A longer window's figure bounds every day in it, so it is learned the same way.
+//   - A provider limit below 1 is ignored. A kind of limit l does not set stays unset, and an
+//     allowance l does not carry is never added: headers never add a kind of limit nor raise one.
+//     The effective limit depends on info alone, not on what an earlier Observe learned: info
+//     without limit figures gives back the configured limit.
 //   - Nothing is admitted past what the provider says remains: the buckets are refilled to now under
-//     the effective limit, then a bucket whose remaining figure is present is lowered to it. Recovery
-//     then follows the effective refill rate rather than jumping to full at the provider's reset
-//     (TokensReset and RequestsReset are not used), so between now and the reset the bucket may
-//     refill up to rate*(reset-now) more than the provider said remained; the next response's
-//     headers correct that.
+//     the effective limit, then a bucket whose remaining figure is present is lowered to it, whatever
+//     the figure's window. Recovery then follows the effective refill rate rather than jumping to full
+//     at the provider's reset (TokensReset and RequestsReset are not used), so between now and the
+//     reset the bucket may refill up to rate*(reset-now) more than the provider said remained; the
+//     next response's headers correct that. Likewise, a daily figure's remaining raises what each of
+//     those allowances has counted in its current window (State.Allowances) to at least its effective
+//     Amount less the remaining figure, floored: the allowance has room for no more than remains.
 //   - A RetryAfter after now pauses the key until then (State.Pause; an existing later pause stands),
 //     at most MaxRetryAfter ahead.
 //
 // Observe accepts any info, not only ParseRateLimitHeaders' output: a negative, NaN or infinite
-// figure is ignored.
+// figure is ignored. It never modifies l's Allowances nor s's Allowances map: it returns new ones
+// when it changes them.
 func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State) {
 	l = l.WithDefaults()
 	eff := l
+	reqDaily, tokDaily := info.RequestsWindow >= dailyWindow, info.TokensWindow >= dailyWindow
 	learnTokens := func(rate, burst *float64, limit float64) {
 		if *rate > 0 && usableLimit(limit) && limit < *rate {
 			*rate, *burst = limit, math.Min(*burst, math.Max(1, limit))
 		}
 	}
-	learnTokens(&eff.TokensPerMinute, &eff.TokenBurst, info.TokensLimit)
+	if !tokDaily {
+		learnTokens(&eff.TokensPerMinute, &eff.TokenBurst, info.TokensLimit)
+	}
 	learnTokens(&eff.InputTokensPerMinute, &eff.InputTokenBurst, info.InputTokens.Limit)
 	learnTokens(&eff.OutputTokensPerMinute, &eff.OutputTokenBurst, info.OutputTokens.Limit)
-	if l.RequestsPerSecond > 0 && usableLimit(info.RequestsLimit) && info.RequestsLimit/60 < l.RequestsPerSecond {
+	if !reqDaily && l.RequestsPerSecond > 0 && usableLimit(info.RequestsLimit) && info.RequestsLimit/60 < l.RequestsPerSecond {
 		perSecond := info.RequestsLimit / 60
 		eff.RequestsPerSecond = perSecond
 		eff.Burst = math.Min(l.Burst, math.Max(1, perSecond))
@@ -57,8 +70,54 @@ func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State
 	lowerTo(eff.OutputTokensPerMinute, &s.OutputTokens, info.OutputTokens.HasRemaining, info.OutputTokens.Remaining)
 	lowerTo(eff.RequestsPerSecond, &s.Requests, info.HasRequestsRemaining, info.RequestsRemaining)
 
+	if reqDaily {
+		eff.Allowances, s.Allowances = eff.learnDaily(s.Allowances, now, MeterRequests, info.RequestsLimit, info.RequestsRemaining, info.HasRequestsRemaining)
+	}
+	if tokDaily {
+		eff.Allowances, s.Allowances = eff.learnDaily(s.Allowances, now, MeterTokens, info.TokensLimit, info.TokensRemaining, info.HasTokensRemaining)
+	}
+
 	if info.RetryAfter.After(now) {
 		s = s.Pause(clampInstant(info.RetryAfter, now, MaxRetryAfter))
 	}
 	return eff, s
+}
+
+// isDaily reports whether a counts in a day: a calendar day in any zone, or a rolling 24 hours.
+func (a Allowance) isDaily() bool {
+	return a.Calendar == CalendarDay || (a.Calendar == "" && a.Rolling == dailyWindow)
+}
+
+// learnDaily applies a daily figure of meter m to l's daily allowances of m and their states st at
+// now (see Observe): each Amount is lowered to floor(limit) when that is usable and lower, and what
+// each has counted is raised to at least its Amount less floor(remaining) when remaining is present.
+// It returns l's allowances and st, each a copy when it changed and the one given otherwise.
+func (l Limit) learnDaily(st AllowanceStates, now time.Time, m Meter, limit, remaining float64, hasRemaining bool) (Allowances, AllowanceStates) {
+	as, asCopied, stCopied := l.Allowances, false, false
+	for i, a := range l.Allowances {
+		if a.Meter != m || !a.isDaily() || a.Amount <= 0 {
+			continue
+		}
+		if usableLimit(limit) && limit < float64(a.Amount) {
+			if !asCopied {
+				as, asCopied = slices.Clone(as), true
+			}
+			a.Amount = int64(limit) // 1 <= limit < Amount: the floor
+			as[i].Amount = a.Amount
+		}
+		if !hasRemaining || !finiteNonNeg(remaining) || remaining >= float64(a.Amount) {
+			continue
+		}
+		floor := a.Amount - int64(remaining)
+		if used := a.Used(st[a.Key()], now); used < floor {
+			if !stCopied {
+				st, stCopied = maps.Clone(st), true
+				if st == nil {
+					st = AllowanceStates{}
+				}
+			}
+			st[a.Key()] = a.Admit(st[a.Key()], now, floor-used)
+		}
+	}
+	return as, st
 }
