@@ -117,6 +117,33 @@ func ReportAnthropicUsage(ctx context.Context, u AnthropicUsage) error {
 	return report(ctx, u.Counted())
 }
 
+// ReportModelUsage reports the real usage of a call to model as a price table reads it: all input
+// tokens (u.Input, cached ones among them), the part of them read from the prompt cache
+// (u.CachedInput), and output tokens. The tokens are reconciled as ReportTokens reconciles them, and
+// the plugin's price table (sluiceinterceptor.Options.Prices) turns them into the money that the
+// limits' money allowances count. An empty model means the route's (Route.Model). It fails, and
+// reports nothing, when no price table prices the model; outside Sluice it returns ErrNotThrottled
+// after checking its arguments. For Anthropic, u.Input is input_tokens plus
+// cache_creation_input_tokens plus cache_read_input_tokens, u.CachedInput the last.
+func ReportModelUsage(ctx context.Context, model string, u throttle.Usage) error {
+	switch {
+	case u.Input < 0 || u.CachedInput < 0 || u.Output < 0:
+		return fmt.Errorf("sluiceactivity: ReportModelUsage: token counts must be >= 0, got %+v", u)
+	case u.CachedInput > u.Input:
+		return fmt.Errorf("sluiceactivity: ReportModelUsage: CachedInput (%d) is part of Input and must not exceed it (%d)", u.CachedInput, u.Input)
+	case u.Input > maxReported || u.Output > maxReported-u.Input:
+		return fmt.Errorf("sluiceactivity: reported usage must be at most %d tokens, got input %d, output %d", maxReported, u.Input, u.Output)
+	}
+	r, ok := admission.From(ctx)
+	if !ok {
+		return ErrNotThrottled
+	}
+	if err := r.ReportModelUsage(model, u); err != nil {
+		return fmt.Errorf("sluiceactivity: ReportModelUsage: %w", err)
+	}
+	return nil
+}
+
 // report hands a validated usage to the run, or returns ErrNotThrottled outside Sluice.
 func report(ctx context.Context, used throttle.Cost) error {
 	if used.Total() > maxReported || used.Total() < 0 { // the sum overflowed

@@ -409,6 +409,14 @@ func TestNewPlugin_RejectsBadOptions(t *testing.T) {
 		{"NegativeMaxHeld", func(o *sluiceinterceptor.Options) { o.MaxHeld = -1 }, "MaxHeld must be >= 1, got -1"},
 		{"TinyPollInterval", func(o *sluiceinterceptor.Options) { o.PollInterval = time.Millisecond }, "PollInterval must be >= 10ms, got 1ms"},
 		{"ShortLease", func(o *sluiceinterceptor.Options) { o.LeaseTTL = time.Millisecond }, "LeaseTTL must be >= 1s, got 1ms"},
+		{"ModelWithoutPrices", func(o *sluiceinterceptor.Options) {
+			o.Routes = map[string]sluiceinterceptor.Route{"A": {Limits: []string{"k"}, Model: "gpt-4o"}}
+		}, `Options.Routes["A"].Model is "gpt-4o" but Options.Prices is nil`},
+		{"ModelNotPriced", func(o *sluiceinterceptor.Options) {
+			o.Prices = &throttle.PriceTable{Currency: "USD", Models: map[string]throttle.Price{"m": {Input: 1}}}
+			o.Routes = map[string]sluiceinterceptor.Route{"A": {Limits: []string{"k"}, Model: "gpt-4o"}}
+		}, `Options.Routes["A"].Model: throttle: price table: unknown model "gpt-4o": the table prices ["m"]`},
+		{"BadPrices", func(o *sluiceinterceptor.Options) { o.Prices = &throttle.PriceTable{Currency: "dollars"} }, "Options.Prices: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := good

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/dispatcher"
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 type workerInterceptor struct {
@@ -58,7 +59,7 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		Key:     dispatcher.InvocationKey(ai.Namespace, ai.WorkflowID, ai.RunID, ai.ActivityID, info.Attempt),
 		Run:     func(ctx context.Context) (any, error) { return a.Next.ExecuteActivity(ctx, in) },
 		Context: ctx, TaskToken: info.TaskToken, Namespace: ai.Namespace, Deadline: info.Deadline,
-		HeartbeatTimeout: info.HeartbeatTimeout, Line: route.Limits[0],
+		HeartbeatTimeout: info.HeartbeatTimeout, Line: route.Limits[0], Model: route.Model,
 	}, time.Now())
 	switch err := a.p.d.Enqueue(ctx, inv, p); {
 	case errors.Is(err, pgqueue.ErrUnknownLimit):
@@ -103,6 +104,14 @@ func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo,
 		LimitKeys: keys, Cost: cost.Total(), OutputCost: cost.Output, Priority: cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority),
 		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
 		ActivityType: name, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
+	}
+	if route.Model != "" && p.opts.Prices != nil {
+		// Validated at NewPlugin: the table prices the model; an estimate too large is the route's.
+		if ep.CostMoney, err = p.opts.Prices.Estimate(route.Model, cost); err != nil || ep.CostMoney > throttle.MaxAllowanceAmount {
+			return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("sluice: Routes[%q]: the price of %d input and %d output tokens of %q: %v, got %d", name, cost.Input, cost.Output,
+					route.Model, err, ep.CostMoney), "SluiceBadCost", nil)
+		}
 	}
 	if ep.FairnessKey, ep.Weight, err = routeFairness(name, route, ai, args); err != nil {
 		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)

@@ -78,6 +78,11 @@ type Route struct {
 	// time its key is seen and never overwritten afterwards, so that a runtime change to it sticks.
 	// An invalid limit fails the attempt with a non-retryable error naming it.
 	KeyLimits func(info ActivityInfo, args []any) []throttle.Limit
+	// Model names the model the activity calls, as Options.Prices knows it: a ticket reserves the
+	// price of its token estimate (Cost or Tokens) from the money allowances of its limits, and the
+	// usage it reports (sluiceactivity.ReportTokens, ReportModelUsage) is priced to reconcile them.
+	// Empty means no money is reserved unless the run reports a model.
+	Model string
 }
 
 // Options configures the plugin. Pool, Client and at least one Route are required.
@@ -93,6 +98,10 @@ type Options struct {
 	Limits []throttle.Limit
 	// Routes maps activity type names to their limits. Unrouted types run as usual. Required.
 	Routes map[string]Route
+	// Prices turns tokens into money for the limits' money allowances (throttle.Allowance with
+	// MeterMoney): the price of each route's Model. Its Currency must be the money allowances'.
+	// Nil means none: a route may then name no Model. docs/prices-example.json is a dated example.
+	Prices *throttle.PriceTable
 	// MaxHeld bounds the invocations this process holds in memory, queued or running. Past it,
 	// ExecuteActivity waits, so the backlog stays in Temporal's task queue. Defaults to DefaultMaxHeld.
 	MaxHeld int
@@ -194,6 +203,11 @@ func (o Options) validate() error {
 	if len(o.Routes) == 0 {
 		return errors.New("sluice: Options.Routes must route at least one activity type")
 	}
+	if o.Prices != nil {
+		if err := o.Prices.Validate(); err != nil {
+			return fmt.Errorf("sluice: Options.Prices: %w", err)
+		}
+	}
 	limits := map[string]bool{}
 	for i, l := range o.Limits {
 		if err := l.WithDefaults().Validate(); err != nil {
@@ -213,6 +227,9 @@ func (o Options) validate() error {
 		}
 		if r.Cost != nil && r.Tokens != nil {
 			return fmt.Errorf("sluice: Options.Routes[%q] sets both Cost and Tokens: set one", name)
+		}
+		if err := o.validateModel(name, r); err != nil {
+			return err
 		}
 		seen := map[string]bool{}
 		for _, k := range r.Limits {
@@ -257,10 +274,24 @@ func (o Options) dispatcherConfig(owner string) dispatcher.Config {
 		routes[name] = r.Limits
 	}
 	return dispatcher.Config{
-		Pool: o.Pool, Schema: o.Schema, Limits: o.Limits, Routes: routes, TransactionPooler: o.TransactionPooler,
+		Pool: o.Pool, Schema: o.Schema, Limits: o.Limits, Routes: routes, Prices: o.Prices, TransactionPooler: o.TransactionPooler,
 		ListenURL: o.ListenURL, Client: o.Client, Owner: owner, Identity: o.Identity, MaxHeld: o.MaxHeld,
 		ClaimBatch: o.ClaimBatch, LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
 		MinRemaining: o.MinRemaining, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter,
 		FailureConverter: o.FailureConverter, Logger: o.Logger, TracerProvider: o.TracerProvider, MetricsHandler: o.MetricsHandler,
 	}
+}
+
+// validateModel checks route r's Model against Prices: a model needs a price table that prices it.
+func (o Options) validateModel(name string, r Route) error {
+	if r.Model == "" {
+		return nil
+	}
+	if o.Prices == nil {
+		return fmt.Errorf("sluice: Options.Routes[%q].Model is %q but Options.Prices is nil: give a price table", name, r.Model)
+	}
+	if _, err := o.Prices.Estimate(r.Model, throttle.Cost{}); err != nil {
+		return fmt.Errorf("sluice: Options.Routes[%q].Model: %w", name, err)
+	}
+	return nil
 }

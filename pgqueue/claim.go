@@ -64,11 +64,11 @@ type claimRun struct {
 	refusedIDs      []int64
 	refusedOutcomes [][]byte
 	refusedKeys     []string
-	waitIDs     []int64         // tickets whose wait reason changed
-	waitReasons []string        // and their new reasons
-	owners      map[string]bool // owners of the admitted tickets
-	usage       usage           // what the admitted tickets draw, per key and second
-	folded      bool            // pending releases were folded into locked rows
+	waitIDs         []int64         // tickets whose wait reason changed
+	waitReasons     []string        // and their new reasons
+	owners          map[string]bool // owners of the admitted tickets
+	usage           usage           // what the admitted tickets draw, per key and second
+	folded          bool            // pending releases were folded into locked rows
 	// The lines that admitted tickets, and how many each, for their queue depth.
 	depthLines    []string
 	depthAdmitted []int

@@ -13,7 +13,9 @@ import (
 // provider's real rates are learned when lower than the configured ones (never higher, and a limit
 // kind that was not configured is not added), the buckets are lowered to what the provider says
 // remains, and a Retry-After pauses the key. Recovery then follows the (learned) refill rate. It
-// returns ErrUnknownLimit for a key that does not exist. A change of the learned rates is recorded in
+// returns ErrUnknownLimit for a key that does not exist. A daily figure (throttle.RateLimitInfo's
+// RequestsWindow or TokensWindow) lowers the amount of the key's allowance of that meter per day, and
+// raises what it has counted to what the provider says is used, never the per-minute rates. A change of the learned rates is recorded in
 // the limit history as kind ChangeLearned, by "header learning"; the buckets and pauses are state and
 // are not recorded.
 func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimitInfo) error {
@@ -56,11 +58,11 @@ func (q *Queue) Observe(ctx context.Context, key string, info throttle.RateLimit
 		_, err = tx.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET learned_requests_per_second = $2, learned_burst = $3,
 			learned_tokens_per_minute = $4, learned_token_burst = $5, learned_at = $6,
 			learned_input_tokens_per_minute = $7, learned_input_token_burst = $8,
-			learned_output_tokens_per_minute = $9, learned_output_token_burst = $10 WHERE key = $1`), key,
+			learned_output_tokens_per_minute = $9, learned_output_token_burst = $10, learned_allowances = $11 WHERE key = $1`), key,
 			learnedColumn(learned.RequestsPerSecond), learnedColumn(learned.Burst),
 			learnedColumn(learned.TokensPerMinute), learnedColumn(learned.TokenBurst), now,
 			learnedColumn(learned.InputTokensPerMinute), learnedColumn(learned.InputTokenBurst),
-			learnedColumn(learned.OutputTokensPerMinute), learnedColumn(learned.OutputTokenBurst))
+			learnedColumn(learned.OutputTokensPerMinute), learnedColumn(learned.OutputTokenBurst), jsonOrNull(learned.Allowances))
 		return err
 	})
 	if err != nil {

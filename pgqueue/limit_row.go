@@ -122,8 +122,8 @@ func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limi
 
 // allowanceStateArgs are the allowance states saveLimitsSQL writes, in limitStateArgs' order: each
 // dirty row's as JSON, NULL for a row without allowances.
-func allowanceStateArgs(rows map[string]*limitRow) [][]byte {
-	out := [][]byte{}
+func allowanceStateArgs(rows map[string]*limitRow) []*string {
+	out := []*string{}
 	for _, k := range slices.Sorted(maps.Keys(rows)) {
 		if r := rows[k]; r.dirty {
 			out = append(out, jsonOrNull(r.state.Allowances))
@@ -132,16 +132,18 @@ func allowanceStateArgs(rows map[string]*limitRow) [][]byte {
 	return out
 }
 
-// jsonOrNull is v as JSON, nil (NULL) for an empty slice or map. v is one of throttle's allowance
-// types, which always encode.
+// jsonOrNull is v as JSON text, nil (NULL) for an empty slice or map. v is one of throttle's
+// allowance types, which always encode. Text, not bytes: under the simple protocol (a pooler's
+// exec mode) pgx would send bytes as bytea, which jsonb does not read.
 func jsonOrNull[T interface {
 	~[]throttle.Allowance | ~map[string]throttle.AllowanceState
-}](v T) []byte {
+}](v T) *string {
 	if len(v) == 0 {
 		return nil
 	}
 	b, _ := json.Marshal(v)
-	return b
+	s := string(b)
+	return &s
 }
 
 // saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $13, and the allowance

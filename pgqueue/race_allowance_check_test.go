@@ -2,7 +2,7 @@ package pgqueue_test
 
 import (
 	"context"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -134,7 +134,11 @@ func requireRefusalsJustified(t *testing.T, tickets []allowanceTicket) {
 		a := r.Spent.Allowance
 		require.Greater(t, r.Spent.Used+r.Spent.Needs, a.Amount, "ticket %d refused by %s with room", tk.id, a)
 		require.True(t, r.Spent.Refuses(tk.deadline), "ticket %d refused by %s, which it may wait for", tk.id, a)
-		require.Contains(t, r.Error(), "resets at", "ticket %d", tk.id)
+		when := "resets at " // a calendar window's end
+		if a.Rolling > 0 {
+			when = "room again at "
+		}
+		require.Contains(t, r.Error(), when+r.Spent.ResetAt.UTC().Format(time.RFC3339), "ticket %d", tk.id)
 	}
 }
 

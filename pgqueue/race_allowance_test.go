@@ -2,7 +2,7 @@ package pgqueue_test
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -18,7 +18,7 @@ import (
 
 // TestQueue_ClaimRaceAllowances races 16 claimers, each on its own pool, over tickets drawing on limits
 // with allowances: a free plan that refuses when spent, a pro plan that waits (tokens and money), and
-// a provider with an hourly request allowance and a rolling output-token one. The clock is injected
+// a provider with an hourly request allowance, and a batch line with a rolling output-token one. The clock is injected
 // and frozen while claims run (the claimers hold a read lock; the clock moves under the write lock),
 // so that every claim decides at an instant no earlier than any claim committed before it, as the
 // database's clock read under the row locks would; it starts three minutes before midnight in Los
@@ -46,8 +46,8 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 		return a
 	}
 	limits := []throttle.Limit{
-		{Key: "llm", MaxConcurrent: 40, Allowances: throttle.Allowances{parse("requests=2000/hour", false),
-			parse("output_tokens=30000/5m", false)}},
+		{Key: "llm", MaxConcurrent: 40, Allowances: throttle.Allowances{parse("requests=2000/hour", false)}},
+		{Key: "batch", Allowances: throttle.Allowances{parse("output_tokens=8000/5m", false)}},
 		{Key: "plan:free", Allowances: throttle.Allowances{parse("tokens=20000/day@America/Los_Angeles", true)}},
 		{Key: "plan:pro", Allowances: throttle.Allowances{parse("tokens=50000/day@America/Los_Angeles", false),
 			parse("usd=0.25/day@America/Los_Angeles", false)}},
@@ -68,13 +68,16 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 	rng := rand.New(rand.NewPCG(28, 12))
 	for i := range nTickets {
 		p := pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Owner: fmt.Sprintf("w%d", i%claimers)}
-		if rng.IntN(3) == 0 {
+		switch rng.IntN(5) {
+		case 0:
 			p.LimitKeys[1] = "plan:free"
+		case 1:
+			p.LimitKeys = []string{"batch"}
 		}
 		p.Cost = int64(100 + rng.IntN(300))
 		p.OutputCost = rng.Int64N(p.Cost + 1)
 		p.CostMoney = int64(500 + rng.IntN(1500))
-		if rng.IntN(10) == 0 { // Temporal would time these out before midnight: refused rather than left waiting
+		if rng.IntN(10) == 0 && p.LimitKeys[0] == "llm" { // Temporal would time these out before midnight: refused rather than left waiting
 			p.Deadline = midnight.Add(-time.Second)
 		}
 		_, err := q.Enqueue(ctx, p)
@@ -168,9 +171,10 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 			refusedFree++
 		case tk.refusal != nil:
 			refusedDeadline++
-		case tk.keys[1] == "plan:pro" && tk.admitted.Before(midnight):
+		case !contains(tk.keys, "plan:pro"):
+		case tk.admitted.Before(midnight):
 			before++
-		case tk.keys[1] == "plan:pro":
+		default:
 			after++
 		}
 	}

@@ -143,17 +143,19 @@ func (a Allowance) String() string {
 }
 
 // FormatAmount writes n in a's unit, as an operator reads it: money as a decimal with its currency
-// (5.00 USD), tokens and requests as a count with the meter (5000000 tokens, 12 requests).
+// (5.00 USD), tokens and requests as a count with the meter (5000000 tokens, 1 request).
 func (a Allowance) FormatAmount(n int64) string {
-	switch a.Meter {
-	case MeterMoney:
+	unit := map[Meter]string{MeterRequests: "request", MeterTokens: "token", MeterInputTokens: "input token",
+		MeterOutputTokens: "output token"}[a.Meter]
+	switch {
+	case a.Meter == MeterMoney:
 		return formatMicros(n) + " " + a.Currency
-	case MeterInputTokens:
-		return strconv.FormatInt(n, 10) + " input tokens"
-	case MeterOutputTokens:
-		return strconv.FormatInt(n, 10) + " output tokens"
+	case unit == "":
+		unit = string(a.Meter)
+	case n != 1:
+		unit += "s"
 	}
-	return strconv.FormatInt(n, 10) + " " + string(a.Meter)
+	return strconv.FormatInt(n, 10) + " " + unit
 }
 
 // meterName is a's meter as the syntax writes it: its name, or its currency in lower case.

@@ -21,6 +21,9 @@ type LimitChange struct {
 	// Allowances, when not nil, replaces the limit's allowances: an empty list removes them all. An
 	// allowance that keeps its meter and period (Allowance.Key) keeps what its window has counted.
 	Allowances *Allowances `json:"allowances,omitempty"`
+	// OnSpent, when not nil, sets what every allowance of the limit (after Allowances) does when
+	// spent.
+	OnSpent *OnSpent `json:"on_spent,omitempty"`
 }
 
 // Apply returns l with c's fields set. The burst of a rate that changes without its burst given is
@@ -44,6 +47,12 @@ func (c LimitChange) Apply(l Limit) Limit {
 		l.Allowances = nil
 		if len(*c.Allowances) > 0 {
 			l.Allowances = append(Allowances(nil), *c.Allowances...)
+		}
+	}
+	if c.OnSpent != nil && len(l.Allowances) > 0 {
+		l.Allowances = append(Allowances(nil), l.Allowances...)
+		for i := range l.Allowances {
+			l.Allowances[i].OnSpent = *c.OnSpent
 		}
 	}
 	for _, r := range []struct {

@@ -26,6 +26,9 @@ type Facts struct {
 type Run interface {
 	Facts() Facts
 	ReportUsage(used throttle.Cost)
+	// ReportModelUsage reports usage as a price table reads it, for model (empty: the route's),
+	// pricing it; it fails when no price table prices the model.
+	ReportModelUsage(model string, u throttle.Usage) error
 	RateLimited(until time.Time)
 	ObserveHeaders(ctx context.Context, h http.Header) error
 }

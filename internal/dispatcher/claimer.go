@@ -13,8 +13,9 @@ import (
 type Claimer struct {
 	loops
 	*deps
-	notifier claimWaiters
-	runner   ticketRunner
+	notifier  claimWaiters
+	runner    ticketRunner
+	deliverer outcomeDeliverer
 }
 
 // claimWaiters gives a claimer what it waits on between claims: the dispatcher's pgqueue.Notifier.
@@ -62,6 +63,14 @@ func (c *Claimer) loop(ctx context.Context) {
 		}
 		for _, t := range res.Expired {
 			c.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report
+		}
+		for _, t := range res.Refused {
+			// A spent allowance: the claim finished the ticket with its refusal. Fail the activity
+			// at once (another replica's delivery loop retries if this fails); its owner, if not
+			// this process, forgets the invocation at its next sweep (Forgetter).
+			c.tm.Refused(t)
+			c.reg.dropTicket(t)
+			c.deliverer.DeliverAndAck(ctx, t)
 		}
 		if next > 0 && !waiter.Wait(ctx, onRelease, next) {
 			return

@@ -53,9 +53,10 @@ func (c *Completer) Stop(ctx context.Context) error { return c.stopBatches(ctx) 
 // While the database is unreachable the completer retries with backoff, for up to completeRetryFor,
 // or until it stops: until the outcome is recorded the ticket holds its reservation, and the outcome
 // exists only in this process.
-func (c *Completer) Record(ctx context.Context, t pgqueue.Ticket, actual, actualOutput int64) bool {
+func (c *Completer) Record(ctx context.Context, t pgqueue.Ticket, rep runReport) bool {
 	req := &completion{done: make(chan error, 1),
-		p: pgqueue.CompleteParams{TicketID: t.ID, ActualCost: actual, ActualOutput: actualOutput, OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
+		p: pgqueue.CompleteParams{TicketID: t.ID, ActualCost: rep.actual, ActualOutput: rep.output, ActualMoney: rep.money,
+			OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
 	if !c.send(ctx, req) {
 		return false
 	}

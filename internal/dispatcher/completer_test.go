@@ -83,7 +83,7 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	results := make(chan bool, runs)
 	record := func(tk pgqueue.Ticket) {
 		tk.OutcomeKind, tk.Outcome = pgqueue.OutcomeCompleted, []byte(fmt.Sprint(tk.ID))
-		results <- c.Record(ctx, tk, 4, 0)
+		results <- c.Record(ctx, tk, runReport{actual: 4})
 	}
 	go record(ts[0])
 	waitForLockWaiter(ctx, t, cfg.Queue)
@@ -124,7 +124,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 	results := make(chan bool, len(ts))
 	record := func(tk pgqueue.Ticket) {
 		tk.OutcomeKind = pgqueue.OutcomeCompleted
-		results <- c.Record(ctx, tk, -1, 0)
+		results <- c.Record(ctx, tk, runReport{actual: -1})
 	}
 	go record(ts[0])
 	waitForLockWaiter(ctx, t, cfg.Queue)
@@ -143,7 +143,7 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, recorded, 1, "only the transaction under way at the stop can have committed")
-	require.False(t, c.Record(ctx, ts[0], -1, 0), "a stopped completer records nothing")
+	require.False(t, c.Record(ctx, ts[0], runReport{actual: -1}), "a stopped completer records nothing")
 	finished := 0
 	for i, tk := range ts {
 		got, err := cfg.Queue.Ticket(ctx, tk.ID)

@@ -29,6 +29,9 @@ type Config struct {
 	// it draws on, each of which must exist once Limits are upserted.
 	Limits []throttle.Limit
 	Routes map[string][]string
+	// Prices turns reported token usage into money for money allowances (nil: none), by the model
+	// an invocation's route names or its run reports.
+	Prices *throttle.PriceTable
 	// TransactionPooler and ListenURL say how the notifier hears of work (see Config.listen).
 	TransactionPooler bool
 	ListenURL         string

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/proto"
 
+	sluiceactivity "github.com/sluicehq/sluice/activity"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -62,7 +63,7 @@ func (d *Deliverer) deliver(ctx context.Context, t pgqueue.Ticket) error {
 	switch t.OutcomeKind {
 	case pgqueue.OutcomeCompleted, pgqueue.OutcomeCanceled:
 		err = d.respondPayloads(ctx, t)
-	case pgqueue.OutcomeFailed, pgqueue.OutcomeHandedBack:
+	case pgqueue.OutcomeFailed, pgqueue.OutcomeHandedBack, pgqueue.OutcomeRefused:
 		err = d.respondFailed(ctx, t)
 	case pgqueue.OutcomePending:
 		return nil
@@ -105,11 +106,18 @@ func (d *Deliverer) respondPayloads(ctx context.Context, t pgqueue.Ticket) error
 
 func (d *Deliverer) respondFailed(ctx context.Context, t pgqueue.Ticket) error {
 	f := &failurepb.Failure{}
-	if t.OutcomeKind == pgqueue.OutcomeFailed {
+	switch t.OutcomeKind {
+	case pgqueue.OutcomeFailed:
 		if err := proto.Unmarshal(t.Outcome, f); err != nil {
 			return fmt.Errorf("sluice: stored outcome of ticket %d: %w", t.ID, err)
 		}
-	} else {
+	case pgqueue.OutcomeRefused:
+		r, err := pgqueue.TicketRefusal(t)
+		if err != nil {
+			return err
+		}
+		f = d.cfg.FailureConverter.ErrorToFailure(sluiceactivity.NewAllowanceSpentError(r.Key, r.Spent))
+	default:
 		f = d.cfg.FailureConverter.ErrorToFailure(handedBackError())
 	}
 	_, err := d.cfg.Client.WorkflowService().RespondActivityTaskFailed(ctx, &workflowservice.RespondActivityTaskFailedRequest{

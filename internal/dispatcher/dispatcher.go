@@ -110,7 +110,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.enqueuer = newEnqueuer(dp)
 	d.heartbeater = &Heartbeater{deps: dp, reporter: d.deliverer}
 	d.runner = &Runner{deps: dp, recorder: d.completer, deliverer: d.deliverer, heartbeat: d.heartbeater, notifier: d.notifier}
-	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner}
+	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner, deliverer: d.deliverer}
 	d.leaseRenewer = &LeaseRenewer{deps: dp}
 	d.rescuer = &Rescuer{deps: dp}
 	d.gauger = &Gauger{deps: dp, keys: cfg.keys()}

@@ -30,6 +30,9 @@ type InvocationParams struct {
 	HeartbeatTimeout time.Duration
 	// Line is the route's first limit: where provider headers and 429s apply.
 	Line string
+	// Model is the model the route names, which prices reported usage (Config.Prices); empty for
+	// none.
+	Model string
 }
 
 // Invocation is one routed activity attempt held in this process's memory from ExecuteActivity until
@@ -45,6 +48,7 @@ type Invocation struct {
 	deadline  time.Time
 	hbTimeout time.Duration
 	line      string
+	model     string
 
 	mu       sync.Mutex
 	ticketID int64
@@ -62,13 +66,14 @@ type Invocation struct {
 	lastSent time.Time
 	actual   int64 // reported real cost in all; -1 when none
 	output   int64 // the part of actual of output tokens
+	money    int64 // the reported usage's cost in money; 0 when not known
 }
 
 // NewInvocation returns the invocation of p, created at now.
 func NewInvocation(p InvocationParams, now time.Time) *Invocation {
 	return &Invocation{
 		key: p.Key, run: p.Run, base: context.WithoutCancel(p.Context), token: p.TaskToken,
-		namespace: p.Namespace, deadline: p.Deadline, hbTimeout: p.HeartbeatTimeout, line: p.Line,
+		namespace: p.Namespace, deadline: p.Deadline, hbTimeout: p.HeartbeatTimeout, line: p.Line, model: p.Model,
 		actual: -1, lastSent: now,
 	}
 }
@@ -156,6 +161,7 @@ func (inv *Invocation) tryBegin(t pgqueue.Ticket, cancel context.CancelCauseFunc
 type runReport struct {
 	actual   int64     // real cost in all; -1 when none
 	output   int64     // the part of actual of output tokens
+	money    int64     // its cost in money; 0 when not known
 	limited  time.Time // the provider refused the call until then; zero when it did not
 	observed bool      // the provider's headers were reported
 }
@@ -165,7 +171,7 @@ type runReport struct {
 func (inv *Invocation) finish() runReport {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	r := runReport{actual: inv.actual, output: inv.output, limited: inv.limited, observed: inv.observed}
+	r := runReport{actual: inv.actual, output: inv.output, money: inv.money, limited: inv.limited, observed: inv.observed}
 	inv.observed, inv.finished = false, true
 	return r
 }
@@ -177,7 +183,7 @@ func (inv *Invocation) finish() runReport {
 func (inv *Invocation) requeued(now time.Time) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	inv.running, inv.cancel, inv.limited, inv.actual, inv.output, inv.lastSent = false, nil, time.Time{}, -1, 0, now
+	inv.running, inv.cancel, inv.limited, inv.actual, inv.output, inv.money, inv.lastSent = false, nil, time.Time{}, -1, 0, 0, now
 	inv.started, inv.finished = time.Time{}, false
 }
 
@@ -269,9 +275,9 @@ func (inv *Invocation) admissionFacts() admission.Facts {
 	return inv.facts
 }
 
-func (inv *Invocation) reportUsage(used throttle.Cost) {
+func (inv *Invocation) reportUsage(used throttle.Cost, money int64) {
 	inv.mu.Lock()
-	inv.actual, inv.output = used.Total(), used.Output
+	inv.actual, inv.output, inv.money = used.Total(), used.Output, money
 	inv.mu.Unlock()
 }
 

@@ -92,7 +92,7 @@ func TestInvocation_FinishAndRequeue(t *testing.T) {
 	var cause error
 	inv.tryBegin(pgqueue.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
 	require.Equal(t, int64(7), inv.admissionFacts().TicketID)
-	inv.reportUsage(throttle.Tokens(42))
+	inv.reportUsage(throttle.Tokens(42), 0)
 	inv.rateLimited(t0.Add(time.Second))
 	inv.rateLimited(t0) // an earlier reset does not shorten the pause
 	inv.observe()

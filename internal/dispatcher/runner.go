@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -39,7 +40,7 @@ type Runner struct {
 // outcomeRecorder records a finished run's outcome in Postgres, releasing its reservation, and
 // reports whether it did: the Completer.
 type outcomeRecorder interface {
-	Record(ctx context.Context, t pgqueue.Ticket, actual, actualOutput int64) bool
+	Record(ctx context.Context, t pgqueue.Ticket, rep runReport) bool
 }
 
 // outcomeDeliverer reports a recorded outcome to Temporal and acknowledges it: the Deliverer.
@@ -174,7 +175,7 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, 
 		r.reg.drop(inv)
 		return
 	}
-	recorded := r.recorder.Record(r.life, t, rep.actual, rep.output)
+	recorded := r.recorder.Record(r.life, t, rep)
 	r.reg.drop(inv)
 	if recorded {
 		r.deliverer.DeliverAndAck(r.life, t)
@@ -214,9 +215,34 @@ type runHandle struct {
 
 var _ admission.Run = runHandle{}
 
-func (h runHandle) Facts() admission.Facts         { return h.inv.admissionFacts() }
-func (h runHandle) ReportUsage(used throttle.Cost) { h.inv.reportUsage(used) }
-func (h runHandle) RateLimited(until time.Time)    { h.inv.rateLimited(until) }
+func (h runHandle) Facts() admission.Facts { return h.inv.admissionFacts() }
+func (h runHandle) ReportUsage(used throttle.Cost) {
+	// Priced by the route's model when there is a price table; a model the table lacks was refused
+	// when the plugin was built, so an error here leaves the money unknown (the reservation stands).
+	var money int64
+	if p := h.r.cfg.Prices; p != nil && h.inv.model != "" {
+		money, _ = p.Cost(h.inv.model, throttle.Usage{Input: used.Input, Output: used.Output})
+	}
+	h.inv.reportUsage(used, money)
+}
+
+func (h runHandle) ReportModelUsage(model string, u throttle.Usage) error {
+	if model == "" {
+		model = h.inv.model
+	}
+	var money int64
+	if p := h.r.cfg.Prices; p != nil && model != "" {
+		var err error
+		if money, err = p.Cost(model, u); err != nil {
+			return err
+		}
+	} else if model != "" {
+		return fmt.Errorf("no price table (sluiceinterceptor.Options.Prices) prices model %q", model)
+	}
+	h.inv.reportUsage(throttle.Cost{Input: u.Input, Output: u.Output}, money)
+	return nil
+}
+func (h runHandle) RateLimited(until time.Time) { h.inv.rateLimited(until) }
 
 func (h runHandle) ObserveHeaders(ctx context.Context, hdr http.Header) error {
 	info := throttle.ParseRateLimitHeaders(hdr, time.Now())

@@ -33,13 +33,16 @@ const (
 	MetricTicketsAdmitted   = "sluice_tickets_admitted"    // counter: tickets admitted (by this process's claims)
 	MetricTicketsCompleted  = "sluice_tickets_completed"   // counter, tagged sluice_outcome: runs finished
 	MetricTicketsHandedBack = "sluice_tickets_handed_back" // counter: tickets handed back to Temporal
-	MetricRateLimited       = "sluice_rate_limited"        // counter: 429s reported by activities
-	MetricTokensReserved    = "sluice_tokens_reserved"     // counter: tokens reserved at admission
-	MetricTokensUsed        = "sluice_tokens_used"         // counter: tokens reported used
-	MetricInflight          = "sluice_inflight"            // gauge: tickets admitted and running, all replicas
-	MetricInflightTokens    = "sluice_inflight_tokens"     // gauge: tokens reserved by them
-	MetricQueueDepth        = "sluice_queue_depth"         // gauge: tickets queued in the line at the last admission
-	MetricWaitTime          = "sluice_wait_time"           // timer (histogram): written to admitted
+	// MetricTicketsRefused counts, tagged sluice_refused_by (the limit's key), the tickets this
+	// process's claims refused because an allowance was spent.
+	MetricTicketsRefused = "sluice_tickets_refused"
+	MetricRateLimited    = "sluice_rate_limited"    // counter: 429s reported by activities
+	MetricTokensReserved = "sluice_tokens_reserved" // counter: tokens reserved at admission
+	MetricTokensUsed     = "sluice_tokens_used"     // counter: tokens reported used
+	MetricInflight       = "sluice_inflight"        // gauge: tickets admitted and running, all replicas
+	MetricInflightTokens = "sluice_inflight_tokens" // gauge: tokens reserved by them
+	MetricQueueDepth     = "sluice_queue_depth"     // gauge: tickets queued in the line at the last admission
+	MetricWaitTime       = "sluice_wait_time"       // timer (histogram): written to admitted
 	// MetricSelfCheckReconciled counts, tagged sluice_action (run, take, hand_back), the tickets a
 	// process's self-check found Postgres and its memory disagreed on, and reconciled.
 	MetricSelfCheckReconciled = "sluice_self_check_reconciled"
@@ -123,6 +126,18 @@ func (tm Telemetry) Admitted(t pgqueue.Ticket, queueDepth int64, by string) {
 	m.Counter(MetricTokensReserved).Inc(t.Cost)
 	m.Timer(MetricWaitTime).Record(t.AdmittedAt.Sub(t.EnqueuedAt))
 	m.Gauge(MetricQueueDepth).Update(float64(queueDepth))
+}
+
+// Refused records a ticket this process's claim refused for a spent allowance: the wait span, from
+// the instant it was written to the refusal, in error, and the refusal metric.
+func (tm Telemetry) Refused(t pgqueue.Ticket) {
+	by := strings.TrimPrefix(t.WaitReason, "allowance of ")
+	_, span := tm.tracer.Start(tm.extract(t.TraceContext), SpanWait, trace.WithTimestamp(t.EnqueuedAt),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(append(ticketAttrs(t), AttrWaitReason.String(t.WaitReason), AttrOutcome.String(pgqueue.OutcomeRefused))...))
+	span.SetStatus(codes.Error, "refused: an allowance of "+by+" is spent")
+	span.End(trace.WithTimestamp(t.FinishedAt))
+	tm.ForKey(t.LineKey).WithTags(map[string]string{"sluice_refused_by": by}).Counter(MetricTicketsRefused).Inc(1)
 }
 
 // StartRun starts the run span as a child of the activity's span.

@@ -57,13 +57,15 @@ func explainTicket(w io.Writer, te pgqueue.TicketExplanation) error {
 		if l.AheadCost != (throttle.Cost{}) {
 			ahead += " (" + costText(l.AheadCost) + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Key, room, figures(l, e.Cost, e.Now), ahead, ready(l.ReadyAt, e.Now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Key, room, figures(l, spendOf(*e, t), e.Now), ahead, ready(l.ReadyAt, e.Now))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, expected(*e))
-	if e.Expires {
+	if e.Refused != nil {
+		fmt.Fprintf(w, "it will be refused: %s; the next claim fails its activity (%s)\n", e.Refused.Error(), refusedWhy(*e.Refused, t))
+	} else if e.Expires {
 		fmt.Fprintf(w, "it expires first: its deadline, %s, comes before the expected admission; Temporal is expected to time it out\n",
 			until(t.Deadline, e.Now))
 	}
@@ -113,7 +115,7 @@ func holds(e throttle.Explanation, t pgqueue.Ticket) string {
 	if !ok {
 		return "waits for " + e.WaitsFor + " of " + e.Key
 	}
-	s := "waits for " + binding(l, e.Cost, e.Now).why
+	s := "waits for " + binding(l, spendOf(e, t), e.Now).why
 	if l.Ahead > 0 {
 		s += "; " + ticketCount(l.Ahead) + " ahead of it there"
 	}
@@ -161,7 +163,7 @@ type dimension struct {
 
 // figures are the figures of limit l for the table: those of the dimension that refuses the ticket,
 // or of a limit with room, those of the dimension nearest to refusing.
-func figures(l throttle.LimitWait, c throttle.Cost, now time.Time) string {
+func figures(l throttle.LimitWait, c throttle.Spend, now time.Time) string {
 	if l.Reason == throttle.WaitUnknownLimit {
 		return "the limit does not exist"
 	}
@@ -169,12 +171,12 @@ func figures(l throttle.LimitWait, c throttle.Cost, now time.Time) string {
 }
 
 // binding is the dimension of l that refuses the ticket, or nearest to refusing it.
-func binding(l throttle.LimitWait, c throttle.Cost, now time.Time) dimension {
+func binding(l throttle.LimitWait, c throttle.Spend, now time.Time) dimension {
 	ds := dimensions(l, c, now)
 	var best dimension
 	for i, d := range ds {
-		if !l.Room && d.reason == l.Reason {
-			return d
+		if !l.Room && d.reason == l.Reason && (l.Spent == nil || strings.HasPrefix(d.why, "allowance "+l.Spent.Allowance.String()+" of ")) {
+			return d // of several allowances, the one that refuses
 		}
 		if i == 0 || d.fill > best.fill {
 			best = d
@@ -188,8 +190,8 @@ func binding(l throttle.LimitWait, c throttle.Cost, now time.Time) dimension {
 
 // dimensions are the kinds of limit l sets, in the order a claim checks them, as they stand towards
 // a ticket reserving c at now.
-func dimensions(l throttle.LimitWait, c throttle.Cost, now time.Time) []dimension {
-	lim, s, key := l.Limit, l.State, l.Key
+func dimensions(l throttle.LimitWait, sp throttle.Spend, now time.Time) []dimension {
+	lim, s, key, c := l.Limit, l.State, l.Key, sp.Tokens
 	var ds []dimension
 	if s.PausedUntil.After(now) {
 		ds = append(ds, dimension{throttle.ReasonPaused.String(), "paused until " + clock(s.PausedUntil, now),
@@ -223,6 +225,9 @@ func dimensions(l throttle.LimitWait, c throttle.Cost, now time.Time) []dimensio
 		if b.perMinute > 0 {
 			ds = append(ds, bucketDimension(b.reason, b.label, key, b.bucket, float64(b.n), b.perMinute/60, b.burst))
 		}
+	}
+	for _, a := range lim.Allowances {
+		ds = append(ds, allowanceDimension(a, key, s.Allowances[a.Key()], sp, now))
 	}
 	return ds
 }

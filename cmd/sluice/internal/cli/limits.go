@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -77,7 +78,10 @@ func (r *runner) printLimits(ctx context.Context, keys []string) error {
 		}
 		return writeJSON(r.env.Stdout, out)
 	}
-	return limitsTable(r.env.Stdout, st)
+	if err := limitsTable(r.env.Stdout, st); err != nil {
+		return err
+	}
+	return allowancesTable(r.env.Stdout, st)
 }
 
 func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
@@ -100,9 +104,11 @@ func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
 
 // limitFlags are the flags of limits set: each records whether it was given.
 type limitFlags struct {
-	set    map[string]bool
-	ints   map[string]*int64
-	floats map[string]*float64
+	set        map[string]bool
+	ints       map[string]*int64
+	floats     map[string]*float64
+	allowances throttle.Allowances
+	onSpent    throttle.OnSpent
 }
 
 func newLimitFlags(fs *flag.FlagSet) *limitFlags {
@@ -147,6 +153,28 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 			return nil
 		})
 	}
+	fs.Func("allowance", "a windowed allowance, METER=AMOUNT/PERIOD[@ZONE] (tokens=5000000/day@America/Los_Angeles, "+
+		"usd=5.00/month, requests=1000/24h); repeat for several: they replace the limit's; none removes them all", func(s string) error {
+		lf.set["allowance"] = true
+		if strings.TrimSpace(s) == "none" {
+			lf.allowances = throttle.Allowances{}
+			return nil
+		}
+		a, err := throttle.ParseAllowance(s)
+		if err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "throttle: "))
+		}
+		lf.allowances = append(lf.allowances, a)
+		return nil
+	})
+	fs.Func("on-spent", "what a ticket does when an allowance is spent: wait (for the reset) or refuse (fail the activity at once)", func(s string) error {
+		switch o := throttle.OnSpent(s); o {
+		case throttle.OnSpentWait, throttle.OnSpentRefuse:
+			lf.onSpent, lf.set["on-spent"] = o, true
+			return nil
+		}
+		return fmt.Errorf("must be wait or refuse, got %q", s)
+	})
 	return lf
 }
 
@@ -167,6 +195,12 @@ func (lf *limitFlags) change() throttle.LimitChange {
 			*dst = lf.floats[name]
 		}
 	}
+	if lf.set["allowance"] {
+		c.Allowances = &lf.allowances
+	}
+	if lf.set["on-spent"] {
+		c.OnSpent = &lf.onSpent
+	}
 	return c
 }
 
@@ -182,7 +216,7 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		return usageErr("limits set takes one KEY, got %d", len(keys))
 	}
 	if len(lf.set) == 0 {
-		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --itpm, --input-token-burst, --otpm, --output-token-burst, --max-inflight-tokens", keys[0])
+		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --itpm, --input-token-burst, --otpm, --output-token-burst, --max-inflight-tokens, --allowance, --on-spent", keys[0])
 	}
 	if err := throttle.ValidateKey(keys[0]); err != nil {
 		return usageErr("%v", err)
@@ -251,4 +285,46 @@ func (r *runner) dbNow(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	err := r.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now)
 	return now, err
+}
+
+// allowancesTable prints, under a table of limits and only when one of them has allowances, each
+// allowance's use in its window, what remains, and when it resets.
+func allowancesTable(w io.Writer, st []pgqueue.KeyStatus) error {
+	var any bool
+	for _, s := range st {
+		any = any || len(s.Allowances) > 0
+	}
+	if !any {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tALLOWANCE\tON SPENT\tUSED\tREMAINING\tRESETS")
+	for _, s := range st {
+		for _, a := range s.Allowances {
+			spec := a.Spec
+			for _, c := range s.Configured.Allowances {
+				if c.Key() == a.Allowance.Key() && c.Amount != a.Allowance.Amount {
+					spec += fmt.Sprintf(" (set %s)", c.FormatAmount(c.Amount))
+				}
+			}
+			resets := "-"
+			if !a.ResetsAt.IsZero() {
+				resets = until(a.ResetsAt, s.Now)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Configured.Key, spec, cmp.Or(string(a.Allowance.OnSpent), string(throttle.OnSpentWait)),
+				amount(a.Allowance, a.Used), amount(a.Allowance, a.Remaining), resets)
+		}
+	}
+	return tw.Flush()
+}
+
+// amount is n in a's unit, grouped: "1,234 tokens", "0.25 USD".
+func amount(a throttle.Allowance, n int64) string {
+	if a.Meter == throttle.MeterMoney {
+		return a.FormatAmount(n)
+	}
+	s := a.FormatAmount(n)
+	_, unit, _ := strings.Cut(s, " ")
+	return grouped(n) + " " + unit
 }

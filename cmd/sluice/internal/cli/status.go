@@ -50,7 +50,10 @@ func (r *runner) printStatus(ctx context.Context, keys []string, every time.Dura
 		if r.g.json {
 			return writeJSON(w, statusRows(st))
 		}
-		return statusTable(w, st)
+		if err := statusTable(w, st); err != nil {
+			return err
+		}
+		return allowancesTable(w, st)
 	})
 }
 

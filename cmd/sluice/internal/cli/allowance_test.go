@@ -1,0 +1,117 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testkit/testdb"
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// TestCLI_Allowances sets allowances with limits set, reads their use in limits get and status, and
+// explains a ticket held by a spent allowance and one that will be refused, on a fake clock at noon
+// UTC (04:00 in Los Angeles).
+func TestCLI_Allowances(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := explainFixture{clock: &fakeClock{t: t0}, url: testdb.URL(t)}
+	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
+	require.NoError(t, f.q.UpsertLimits(ctx, throttle.Limit{Key: "llm", MaxConcurrent: 10}))
+
+	code, out, errOut := f.run(t, "limits", "set", "plan:free", "--create", "--allowance", "tokens=50000/day@America/Los_Angeles",
+		"--allowance", "usd=0.50/day@America/Los_Angeles", "--on-spent", "refuse")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	exactGolden(t, "limits-set-allowance", out)
+	code, _, errOut = f.run(t, "limits", "set", "plan:pro", "--create", "--allowance", "requests=1/day")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	l, err := f.q.Limit(ctx, "plan:free")
+	require.NoError(t, err)
+	require.Len(t, l.Allowances, 2)
+	require.Equal(t, throttle.OnSpentRefuse, l.Allowances[1].OnSpent)
+
+	enqueue := func(p pgqueue.EnqueueParams) int64 {
+		t.Helper()
+		p.Owner, p.Namespace, p.Attempt, p.ActivityType = "worker-a", "default", 1, "Ask"
+		tk, err := f.q.Enqueue(ctx, p)
+		require.NoError(t, err)
+		return tk.ID
+	}
+	first := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:free"}, Cost: 40_000, OutputCost: 10_000, CostMoney: 300_000,
+		WorkflowID: "chat-1", ActivityID: "1"})
+	enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Cost: 100, WorkflowID: "pro-1", ActivityID: "1"})
+	res, err := f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 2)
+	require.NoError(t, f.q.Complete(ctx, pgqueue.CompleteParams{TicketID: first, ActualCost: 30_000, ActualOutput: 8_000,
+		ActualMoney: 250_000, OutcomeKind: pgqueue.OutcomeCompleted}))
+	// Held: pro's one request a day is spent; free has 20,000 tokens and $0.25 left, and this one needs
+	// $0.30: refused at the next claim.
+	waiting := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Cost: 100, WorkflowID: "pro-2", ActivityID: "1",
+		Deadline: t0.Add(24 * time.Hour)})
+	refused := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:free"}, Cost: 5_000, CostMoney: 300_000,
+		WorkflowID: "chat-2", ActivityID: "1"})
+	f.clock.Add(10 * time.Second)
+
+	for _, c := range []struct {
+		name     string
+		args     []string
+		contains string
+	}{
+		{"status-allowance", []string{"status", "plan:free", "plan:pro"}, "30,000 tokens  20,000 tokens  2026-01-02 08:00:00 UTC (in 19h59m50s)"},
+		{"explain-allowance-wait", []string{"explain", itoa(waiting)},
+			"waits for allowance requests=1/day of plan:pro: used 1 request of 1 request, needs 1 request; resets 2026-01-02 00:00:00 UTC (in 11h59m50s)"},
+		{"explain-allowance-refused", []string{"explain", itoa(refused)},
+			"waits for allowance usd=0.50/day@America/Los_Angeles of plan:free: used 0.25 USD of 0.50 USD, needs 0.30 USD; resets"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := f.run(t, c.args...)
+			require.Equal(t, cli.ExitOK, code, errOut)
+			require.Contains(t, out, c.contains)
+			exactGolden(t, c.name, out)
+			t.Logf("sluice %s\n%s", strings.Join(c.args, " "), out)
+		})
+	}
+
+	code, out, errOut = f.run(t, "limits", "set", "plan:free", "--allowance", "none", "--max-concurrent", "2")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.NotContains(t, out, "ALLOWANCE", "none removes them all")
+}
+
+func TestCLI_AllowanceBadInput(t *testing.T) {
+	t.Parallel()
+	f := explainFixture{clock: &fakeClock{t: t0}, url: testdb.URL(t)}
+	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"limits", "set", "k", "--create", "--allowance", "tokens=5/fortnight"},
+			`invalid value "tokens=5/fortnight" for flag -allowance: allowance "tokens=5/fortnight": `},
+		{[]string{"limits", "set", "k", "--create", "--allowance", "usd=abc/day"}, `invalid value "usd=abc/day" for flag -allowance: allowance "usd=abc/day"`},
+		{[]string{"limits", "set", "k", "--create", "--allowance", "tokens=5/day@Mars/Olympus"}, `Zone must be an IANA time zone, got "Mars/Olympus"`},
+		{[]string{"limits", "set", "k", "--create", "--on-spent", "maybe"}, `invalid value "maybe" for flag -on-spent: must be wait or refuse, got "maybe"`},
+		{[]string{"limits", "set", "k", "--create", "--allowance", "tokens=5/day", "--allowance", "tokens=9/day"},
+			`has the meter and period of an earlier one (tokens/day): keep one`},
+	} {
+		var errOut bytes.Buffer
+		code := cli.Run(context.Background(), append([]string{"--schema", f.q.Schema()}, c.args...), cli.Env{Stdout: &bytes.Buffer{},
+			Stderr: &errOut, Getenv: func(k string) string {
+				if k == "DATABASE_URL" {
+					return f.url
+				}
+				return ""
+			}, Now: f.clock.Now})
+		require.Equal(t, cli.ExitUsage, code, "%v: %s", c.args, errOut.String())
+		require.Contains(t, errOut.String(), c.want, "%v", c.args)
+		t.Logf("sluice %s\n%s", strings.Join(c.args, " "), errOut.String())
+	}
+	_, err := f.q.Limit(context.Background(), "k")
+	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit, "nothing was created")
+}

@@ -1,0 +1,152 @@
+package pgqueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+func allowances(t *testing.T, specs ...string) throttle.Allowances {
+	t.Helper()
+	var as throttle.Allowances
+	for _, s := range specs {
+		a, err := throttle.ParseAllowance(s)
+		require.NoError(t, err)
+		as = append(as, a)
+	}
+	return as
+}
+
+func TestQueue_Allowances(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dayEnd := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) // t0 is noon UTC
+
+	t.Run("WaitAdmitsAtTheResetAndStatusSaysWhen", func(t *testing.T) {
+		t.Parallel()
+		q, b := setup(t, throttle.Limit{Key: "plan", Allowances: allowances(t, "tokens=1000/day")})
+		for range 3 {
+			enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"plan"}, Cost: 400})
+		}
+		res := claim(t, q, pgqueue.ClaimParams{})
+		require.Len(t, res.Admitted, 2)
+		require.Equal(t, throttle.ReasonAllowance, res.Blocked["plan"])
+		require.Equal(t, dayEnd, res.RetryAt)
+
+		st, err := q.Status(ctx, "plan")
+		require.NoError(t, err)
+		require.Equal(t, []pgqueue.AllowanceStatus{{Allowance: allowances(t, "tokens=1000/day")[0], Spec: "tokens=1000/day",
+			Used: 800, Remaining: 200, WindowStart: dayEnd.Add(-24 * time.Hour), ResetsAt: dayEnd}}, st[0].Allowances)
+		require.Equal(t, "allowance", st[0].HeadWaitReason)
+
+		// Usage reported below the reservation is given back in the window it was admitted in.
+		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: res.Admitted[0].ID, ActualCost: 100}))
+		ls, err := q.LimitStatus(ctx, "plan")
+		require.NoError(t, err)
+		require.Equal(t, int64(500), ls.Allowances[0].Used, "the pending reconciliation is folded into what status reads")
+		res = claim(t, q, pgqueue.ClaimParams{})
+		require.Len(t, res.Admitted, 1, "the refund made room for the third")
+
+		// The day's last ticket is reconciled after midnight: yesterday's refund does not credit today.
+		b.clock.Add(12 * time.Hour)
+		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: res.Admitted[0].ID, ActualCost: 0}))
+		ls, err = q.LimitStatus(ctx, "plan")
+		require.NoError(t, err)
+		require.Zero(t, ls.Allowances[0].Used)
+		require.Equal(t, dayEnd, ls.Allowances[0].WindowStart)
+	})
+
+	t.Run("RefuseFinishesTheTicketWithItsRefusal", func(t *testing.T) {
+		t.Parallel()
+		as := allowances(t, "usd=0.01/day")
+		as[0].OnSpent = throttle.OnSpentRefuse
+		q, _ := setup(t, throttle.Limit{Key: "llm", MaxConcurrent: 10}, throttle.Limit{Key: "tenant:free", Allowances: as})
+		first := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"llm", "tenant:free"}, CostMoney: 8_000})
+		second := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"llm", "tenant:free"}, CostMoney: 8_000})
+		other := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"llm"}})
+		res := claim(t, q, pgqueue.ClaimParams{})
+		require.Equal(t, []int64{first.ID, other.ID}, ticketIDs(res.Admitted))
+		require.Len(t, res.Refused, 1)
+		require.Equal(t, second.ID, res.Refused[0].ID)
+
+		stored, err := q.Ticket(ctx, second.ID)
+		require.NoError(t, err)
+		require.Equal(t, pgqueue.TicketStateFinished, stored.State)
+		require.Equal(t, pgqueue.OutcomeRefused, stored.OutcomeKind)
+		r, err := pgqueue.TicketRefusal(stored)
+		require.NoError(t, err)
+		require.Equal(t, "tenant:free", r.Key)
+		require.Equal(t, "sluice: limit tenant:free: allowance usd=0.01/day spent: used 0.008 USD of 0.01 USD, the call needs 0.008 USD; "+
+			"resets at 2026-01-02T00:00:00Z (2026-01-02 00:00 UTC)", r.Error())
+		require.Equal(t, "allowance of tenant:free", stored.WaitReason)
+		delivered, err := q.TakeDeliveries(ctx, 10, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, []int64{second.ID}, ticketIDs(delivered), "any replica's deliverer fails it")
+		requireHealthy(t, q)
+	})
+
+	t.Run("ACancelledTicketGivesBackItsRequest", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", Allowances: allowances(t, "requests=1/hour")})
+		a := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
+		b := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}})
+		require.Equal(t, []int64{a.ID}, ticketIDs(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+		require.NoError(t, q.Cancel(ctx, a.ID), "admitted, never run")
+		require.Equal(t, []int64{b.ID}, ticketIDs(claim(t, q, pgqueue.ClaimParams{}).Admitted))
+	})
+
+	t.Run("ChangeLimitAndHistoryKeepAllowances", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t)
+		as := allowances(t, "tokens=5000000/day@America/Los_Angeles", "usd=5.00/month")
+		l, err := q.ChangeLimit(ctx, "openai", throttle.LimitChange{Allowances: &as}, true)
+		require.NoError(t, err)
+		require.Equal(t, as, l.Allowances)
+		none := throttle.Allowances{}
+		_, err = q.ChangeLimit(ctx, "openai", throttle.LimitChange{Allowances: &none}, false)
+		require.ErrorIs(t, err, pgqueue.ErrInvalidLimit, "a limit of nothing is refused")
+		got, err := q.Limit(ctx, "openai")
+		require.NoError(t, err)
+		require.True(t, got.Equal(l))
+		recs, err := q.LimitHistory(ctx, "openai", time.Time{}, 10)
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		require.Equal(t, as, recs[0].After.Allowances)
+	})
+
+	t.Run("ADailyFigureInTheHeadersLowersTheDaysAllowance", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "openai", RequestsPerSecond: 50, Allowances: allowances(t, "requests=10000/day")})
+		require.NoError(t, q.Observe(ctx, "openai", throttle.RateLimitInfo{RequestsLimit: 1000, RequestsRemaining: 400,
+			HasRequestsRemaining: true, RequestsReset: t0.Add(time.Hour), RequestsWindow: 24 * time.Hour}))
+		ls, err := q.LimitStatus(ctx, "openai")
+		require.NoError(t, err)
+		require.Equal(t, 50.0, ls.Effective.RequestsPerSecond, "a daily figure is not a rate")
+		require.Equal(t, int64(10_000), ls.Configured.Allowances[0].Amount)
+		require.Equal(t, int64(1000), ls.Allowances[0].Allowance.Amount)
+		require.Equal(t, int64(600), ls.Allowances[0].Used, "what the provider says is used")
+		recs, err := q.LimitHistory(ctx, "openai", time.Time{}, 10)
+		require.NoError(t, err)
+		var learned []pgqueue.LimitRecord
+		for _, r := range recs {
+			if r.Kind == pgqueue.ChangeLearned {
+				learned = append(learned, r)
+			}
+		}
+		require.Len(t, learned, 1)
+		require.Equal(t, int64(1000), learned[0].After.Allowances[0].Amount, "the history records what was learned")
+	})
+}
+
+func ticketIDs(ts []pgqueue.Ticket) []int64 {
+	var ids []int64
+	for _, t := range ts {
+		ids = append(ids, t.ID)
+	}
+	return ids
+}
