@@ -157,6 +157,12 @@ type Options struct {
 	Logger *slog.Logger
 	// TracerProvider makes the wait and run spans. Defaults to otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+	// Clock, when set, is the time Sluice's queue decides at in place of the database's clock:
+	// admissions, allowances' windows, leases. It is for simulations and samples that move time on
+	// (samples/plans starts its day at 23:40 in Los Angeles); every replica of a fleet must share it.
+	// Temporal's deadlines stay in real time, so a Clock ahead of it would see them pass. Nil, the
+	// default, is the database's clock: what production uses.
+	Clock func() time.Time
 	// MetricsHandler receives Sluice's metrics (the Metric* names). Pass the handler the worker's
 	// client has, so that they go wherever its Temporal metrics go. Defaults to
 	// client.MetricsNopHandler.
@@ -277,7 +283,7 @@ func (o Options) dispatcherConfig(owner string) dispatcher.Config {
 		Pool: o.Pool, Schema: o.Schema, Limits: o.Limits, Routes: routes, Prices: o.Prices, TransactionPooler: o.TransactionPooler,
 		ListenURL: o.ListenURL, Client: o.Client, Owner: owner, Identity: o.Identity, MaxHeld: o.MaxHeld,
 		ClaimBatch: o.ClaimBatch, LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
-		MinRemaining: o.MinRemaining, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter,
+		MinRemaining: o.MinRemaining, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter, Now: o.Clock,
 		FailureConverter: o.FailureConverter, Logger: o.Logger, TracerProvider: o.TracerProvider, MetricsHandler: o.MetricsHandler,
 	}
 }

@@ -48,6 +48,8 @@ type Config struct {
 	Logger           *slog.Logger
 	TracerProvider   trace.TracerProvider
 	MetricsHandler   client.MetricsHandler
+	// Now is the queue's clock (pgqueue.Options.Now); nil for the database's.
+	Now func() time.Time
 }
 
 // listen is how the notifier listens: on a connection taken from Pool, on ListenURL, or, behind a

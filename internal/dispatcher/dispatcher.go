@@ -97,7 +97,7 @@ type Dispatcher struct {
 
 // New returns a stopped dispatcher with its queue over cfg.Pool. It does not touch the database.
 func New(cfg Config) (*Dispatcher, error) {
-	q, err := pgqueue.New(cfg.Pool, pgqueue.Options{Schema: cfg.Schema})
+	q, err := pgqueue.New(cfg.Pool, pgqueue.Options{Schema: cfg.Schema, Now: cfg.Now})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: Options.Schema: %w", err)
 	}

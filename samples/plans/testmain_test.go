@@ -1,0 +1,9 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
