@@ -2,10 +2,10 @@ package activity
 
 import (
 	"errors"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -14,41 +14,21 @@ import (
 // refuse (throttle.OnSpentRefuse), the call needs more than the whole allowance, or the activity's
 // deadline (ScheduleToClose) comes before the allowance resets. A workflow branches on it with
 // AsAllowanceSpent, or by comparing temporal.ApplicationError's Type.
-const ErrTypeAllowanceSpent = "SluiceAllowanceSpent"
+const ErrTypeAllowanceSpent = admission.ErrTypeAllowanceSpent
 
-// AllowanceSpent is the detail of an ErrTypeAllowanceSpent error: which allowance of which limit,
-// what it had counted, and when it has room again.
-type AllowanceSpent struct {
-	// Limit is the key of the limit whose allowance is spent ("tenant:free").
-	Limit string `json:"limit"`
-	// Allowance is the allowance in the operators' syntax (tokens=50000/day@America/Los_Angeles), and
-	// Meter what it counts (requests, tokens, input_tokens, output_tokens, money); Currency the
-	// currency of a money allowance.
-	Allowance string         `json:"allowance"`
-	Meter     throttle.Meter `json:"meter"`
-	Currency  string         `json:"currency,omitempty"`
-	// Used is what the allowance had counted in its window, Amount what it allows, and Needs what the
-	// refused call would have counted (money in micro-units).
-	Used   int64 `json:"used"`
-	Amount int64 `json:"amount"`
-	Needs  int64 `json:"needs"`
-	// ResetAt is when the allowance has room for the call again (a calendar window's end); zero when
-	// it never will (the call needs more than the whole allowance).
-	ResetAt time.Time `json:"reset_at,omitzero"`
-	// WindowStart and WindowEnd bound a calendar allowance's current window; zero for a rolling one.
-	WindowStart time.Time `json:"window_start,omitzero"`
-	WindowEnd   time.Time `json:"window_end,omitzero"`
-}
+// AllowanceSpent is the detail of an ErrTypeAllowanceSpent error: which allowance of which limit
+// (Limit, Allowance in the operators' syntax, Meter, Currency), what it had counted in its window
+// (Used), what it allows (Amount) and what the refused call needed (Needs), money in micro-units;
+// and when it has room again (ResetAt: a calendar window's end, zero when never), with the window's
+// bounds (zero for a rolling allowance).
+type AllowanceSpent = admission.AllowanceSpent
 
 // NewAllowanceSpentError is the error an activity refused for limit's spent allowance fails with: a
 // non-retryable temporal.ApplicationError of type ErrTypeAllowanceSpent whose message names the
 // allowance, what was used and when it resets, and whose detail is an AllowanceSpent. Sluice's
 // dispatcher builds it; it is exported for tests and for activities that refuse work themselves.
 func NewAllowanceSpentError(limit string, s throttle.Spent) error {
-	a := s.Allowance
-	d := AllowanceSpent{Limit: limit, Allowance: a.String(), Meter: a.Meter, Currency: a.Currency, Used: s.Used,
-		Amount: a.Amount, Needs: s.Needs, ResetAt: s.ResetAt, WindowStart: s.WindowStart, WindowEnd: s.WindowEnd}
-	return temporal.NewNonRetryableApplicationError("sluice: limit "+limit+": "+s.Error(), ErrTypeAllowanceSpent, nil, d)
+	return admission.NewAllowanceSpentError(limit, s)
 }
 
 // AsAllowanceSpent reports whether err (an activity's error, as a workflow receives it) is a refusal

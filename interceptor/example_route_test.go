@@ -176,3 +176,47 @@ func ExampleRoute_fairness() {
 	// bigco: weight 1
 	// premium: weight 2
 }
+
+// TenantQuestion is what ExampleRoute_model's activity takes: a tenant's prompt.
+type TenantQuestion struct{ Tenant, Prompt string }
+
+// Plans with money: a price table turns each call's token estimate into the money it reserves from
+// the tenant's daily spend cap, and the usage the activity reports (ReportModelUsage) into what it
+// cost. A call the cap cannot take fails at once with sluiceactivity.ErrTypeAllowanceSpent.
+func ExampleRoute_model() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "postgres://localhost:5432/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	c, err := client.NewLazyClient(client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	prices := &throttle.PriceTable{Currency: "USD", AsOf: "2025-09-01", Source: "https://openai.com/api/pricing/",
+		Models: map[string]throttle.Price{"gpt-4o": {Input: 2_500_000, CachedInput: 1_250_000, Output: 10_000_000}}}
+	cap, err := throttle.ParseAllowance("usd=5.00/day@America/Los_Angeles")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cap.OnSpent = throttle.OnSpentRefuse
+	_, err = sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
+		Pool: pool, Client: c, Prices: prices,
+		Limits: []throttle.Limit{{Key: "openai", TokensPerMinute: 800_000}},
+		Routes: map[string]sluiceinterceptor.Route{"Ask": {
+			Limits: []string{"openai"}, Model: "gpt-4o",
+			Tokens: func(args []any) (throttle.Cost, error) {
+				q := args[0].(TenantQuestion)
+				return throttle.Cost{Input: int64(len(q.Prompt) / 4), Output: 500}, nil
+			},
+			KeyLimits: func(_ sluiceinterceptor.ActivityInfo, args []any) []throttle.Limit {
+				return []throttle.Limit{{Key: "tenant:" + args[0].(TenantQuestion).Tenant, Allowances: throttle.Allowances{cap}}}
+			},
+		}},
+	})
+	fmt.Println(err)
+	// Output: <nil>
+}

@@ -80,3 +80,32 @@ func ExampleAllowances_Check() {
 	// call 2: admitted
 	// call 3: tokens=50000/day@America/Los_Angeles spent (42000 of 50000 used), resets 12:00AM
 }
+
+// A tenant's plan as a limit of allowances alone: CheckSpend applies them with the rates, the
+// tightest winning, and SpentAllowance says which is spent, what it counted, and when it resets.
+func ExampleLimit_CheckSpend() {
+	tokens, _ := throttle.ParseAllowance("tokens=50000/day@America/Los_Angeles")
+	spend, _ := throttle.ParseAllowance("usd=1.00/day@America/Los_Angeles")
+	spend.OnSpent = throttle.OnSpentRefuse
+	plan := throttle.Limit{Key: "tenant:free", Allowances: throttle.Allowances{tokens, spend}}
+	now := time.Date(2026, 2, 10, 22, 0, 0, 0, time.UTC)                                        // 14:00 in Los Angeles
+	call := throttle.Spend{Tokens: throttle.Cost{Input: 20_000, Output: 1_000}, Money: 400_000} // $0.40
+
+	var s throttle.State
+	for i := 1; ; i++ {
+		if d := plan.CheckSpend(s, now, call); !d.OK() {
+			sp, _ := plan.SpentAllowance(s, now, call)
+			fmt.Printf("call %d: %s\n", i, sp.Error())
+			fmt.Println("refused rather than left to wait:", sp.Refuses(time.Time{}))
+			break
+		}
+		s = plan.AdmitSpend(s, now, call)
+		fmt.Printf("call %d admitted\n", i)
+	}
+
+	// Output:
+	// call 1 admitted
+	// call 2 admitted
+	// call 3: allowance tokens=50000/day@America/Los_Angeles spent: used 42000 tokens of 50000 tokens, the call needs 21000 tokens; resets at 2026-02-11T08:00:00Z (2026-02-11 00:00 PST)
+	// refused rather than left to wait: false
+}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/proto"
 
-	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -116,7 +116,7 @@ func (d *Deliverer) respondFailed(ctx context.Context, t pgqueue.Ticket) error {
 		if err != nil {
 			return err
 		}
-		f = d.cfg.FailureConverter.ErrorToFailure(sluiceactivity.NewAllowanceSpentError(r.Key, r.Spent))
+		f = d.cfg.FailureConverter.ErrorToFailure(admission.NewAllowanceSpentError(r.Key, r.Spent))
 	default:
 		f = d.cfg.FailureConverter.ErrorToFailure(handedBackError())
 	}
