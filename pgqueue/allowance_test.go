@@ -100,6 +100,29 @@ func TestQueue_Allowances(t *testing.T) {
 		require.Equal(t, []int64{b.ID}, ticketIDs(claim(t, q, pgqueue.ClaimParams{}).Admitted))
 	})
 
+	t.Run("PruneDropsTheLedgerOfRemovedAllowances", func(t *testing.T) {
+		t.Parallel()
+		q, _ := setup(t, throttle.Limit{Key: "k", MaxConcurrent: 5, Allowances: allowances(t, "tokens=1000/day")})
+		tk := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 100})
+		require.Len(t, claim(t, q, pgqueue.ClaimParams{}).Admitted, 1)
+		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: 50}))
+		ledger := func() (n int) {
+			require.NoError(t, q.Pool().QueryRow(ctx, `SELECT count(*) FROM `+q.Schema()+`.sluice_allowance_release`).Scan(&n))
+			return n
+		}
+		require.Equal(t, 1, ledger(), "the usage waits for the next claim on k")
+		_, err := q.Prune(ctx, pgqueue.PruneParams{})
+		require.NoError(t, err)
+		require.Equal(t, 1, ledger(), "kept while k has allowances")
+		none := throttle.Allowances{}
+		_, err = q.ChangeLimit(ctx, "k", throttle.LimitChange{Allowances: &none}, false)
+		require.NoError(t, err)
+		_, err = q.Prune(ctx, pgqueue.PruneParams{})
+		require.NoError(t, err)
+		require.Zero(t, ledger())
+		requireHealthy(t, q)
+	})
+
 	t.Run("ChangeLimitAndHistoryKeepAllowances", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t)

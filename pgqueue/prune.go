@@ -21,7 +21,8 @@ type PruneParams struct {
 }
 
 // Prune deletes returned tickets and lapsed owners older than the bounds, fairness rows of idle keys,
-// usage history older than an hour and limit history older than LimitHistoryRetention. It is
+// usage history older than an hour, limit history older than LimitHistoryRetention, and the
+// allowance ledger's rows of limits that no longer have allowances. It is
 // maintenance: any process may run it, any number of times.
 func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 	if p.ReturnedAge <= 0 {
@@ -49,6 +50,10 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
 			{`DELETE FROM {s}.sluice_usage WHERE second < $1`, []any{now.Add(-UsageHistory)}},
 			{`DELETE FROM {s}.sluice_limit_change WHERE at < $1`, []any{now.Add(-LimitHistoryRetention)}},
+			// Claims take the allowance ledger's rows of limits with allowances only: the rows of a
+			// limit whose allowances were removed (or that was deleted) would stay.
+			{`DELETE FROM {s}.sluice_allowance_release a WHERE NOT EXISTS (
+				SELECT 1 FROM {s}.sluice_limit l WHERE l.key = a.key AND l.allowances IS NOT NULL)`, nil},
 		} {
 			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
 			if err != nil {
