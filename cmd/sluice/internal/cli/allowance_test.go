@@ -79,6 +79,14 @@ func TestCLI_Allowances(t *testing.T) {
 		})
 	}
 
+	// The next claim refuses it; explain then tells the refusal.
+	res, err = f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	require.NoError(t, err)
+	require.Len(t, res.Refused, 1)
+	code, out, errOut = f.run(t, "explain", itoa(refused))
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "refused at 2026-01-01 12:00:10 UTC, never admitted: sluice: limit plan:free: allowance usd=0.50/day@America/Los_Angeles spent")
+
 	code, out, errOut = f.run(t, "limits", "set", "plan:free", "--allowance", "none", "--max-concurrent", "2")
 	require.Equal(t, cli.ExitOK, code, errOut)
 	require.NotContains(t, out, "ALLOWANCE", "none removes them all")

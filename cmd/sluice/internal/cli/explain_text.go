@@ -81,6 +81,9 @@ func settled(t pgqueue.Ticket) string {
 	case pgqueue.TicketStateRunning:
 		return admitted + "; running, it holds its limits until it finishes"
 	case pgqueue.TicketStateFinished:
+		if r, err := pgqueue.TicketRefusal(t); err == nil {
+			return "refused at " + stamp(t.FinishedAt) + ", never admitted: " + r.Error() + "; the refusal waits to be delivered to Temporal"
+		}
 		s := "finished at " + stamp(t.FinishedAt) + " (" + orDash(t.OutcomeKind) + "), "
 		if t.AdmittedAt.IsZero() {
 			s += "never admitted"
