@@ -28,7 +28,8 @@ type Status struct {
 }
 
 // StatusKey is one key of Status, what its card shows: the key's pgqueue.KeyStatus, whose JSON
-// fields stand at the top of the key's object (configured, effective, state, queued, ...), and its
+// fields stand at the top of the key's object (configured, effective, state, queued, ...; allowances,
+// each allowance's spec, used, remaining and resets_at, left out when the limit has none), and its
 // usage over Options.Window in steps of Options.Step, oldest first; the last step is still filling.
 // Its wait is KeyStatus.OldestWait: the page reads it as now less oldest_queued. LimitSteps is the
 // limit as it stood over the same window (pgqueue.Queue.LimitSteps): the charts draw the limit in

@@ -1,6 +1,6 @@
 // Sluice's dashboard: a table of the keys (api/overview: sorted, filtered and paged by the server), and
 // the cards of the keys opened from it (api/status?key=...), both read again every refresh. No
-// dependencies.
+// dependencies but allowances.js (SluiceAllowances), loaded before it.
 "use strict";
 (function () {
   const meta = (n) => document.querySelector('meta[name="' + n + '"]').content;
@@ -153,7 +153,10 @@
       if (list.dataset.seq !== seq) return;
       const items = h.changes.slice().reverse().map((c) => {
         const li = el("li", { "data-kind": c.kind });
-        const what = c.changed.map((f) => f.field + ": " + exact(f.before) + " → " + exact(f.after)).join(", ");
+        const changed = c.changed.map((f) => f.field + ": " + exact(f.before) + " → " + exact(f.after));
+        const before = SluiceAllowances.listOf(c.before), after = SluiceAllowances.listOf(c.after);
+        if (before !== after) changed.push("allowances: " + before + " → " + after);
+        const what = changed.join(", ");
         li.append(el("time", { datetime: c.at }, new Date(c.at).toLocaleString()), " ", el("b", {}, c.kind), " by " + c.who + (what ? ": " + what : ""));
         return li;
       });
@@ -187,6 +190,9 @@
       figure("head_wait_reason", k.queued > 0 ? (k.head_wait_reason || "its turn") : "–", "head waits on"),
       figure("learned", learned(k), "learned from headers"));
     c.append(figs);
+    // Windowed allowances (so much a day, a month, or in a rolling window): use, what remains, reset.
+    const allowances = SluiceAllowances.card(k);
+    if (allowances) c.append(allowances);
     // The last step is still filling: it is left out rather than drawn as a fall.
     const done = k.usage.slice(0, -1);
     // The limit as it stood over the window; a server without the history gives today's throughout.

@@ -8,20 +8,26 @@
 // at a time, so that it stays quick at 10,000 keys and more (GET api/overview, see [Overview]). A
 // click on a key opens its card, and only then are its figures and charts read: requests and tokens
 // used against the limit over the last minutes (a small chart), the queue's depth, what is in flight,
-// pauses, the oldest wait and why the line's head waits. The charts draw the limit as it stood at each
-// moment (a step where it changed, from the limit history) with the burst a full bucket lets through in
-// one step shaded above it, so that a burst reads as a burst and yesterday's rate not as a breach of
-// today's; the card lists the limit's recent changes, with who made them (GET api/history, see
-// [History]). A schema of 12 keys or fewer opens every card at once.
+// pauses, the oldest wait and why the line's head waits; and each of the limit's windowed allowances
+// (so many requests, tokens or money an hour, day, week or month, or in a rolling window): its spec, a
+// bar of its use, what it used of its amount and what remains (money with its currency), when it
+// resets (in UTC, and how far from now) and whether a ticket it has no room for waits or is refused, a
+// spent one marked. The charts draw the limit as it stood at each moment (a step where it changed,
+// from the limit history) with the burst a full bucket lets through in one step shaded above it, so
+// that a burst reads as a burst and yesterday's rate not as a breach of today's; the card lists the
+// limit's recent changes, with who made them (GET api/history, see [History]). A schema of 12 keys or
+// fewer opens every card at once.
 //
 // A card's "waiting list" lists the tickets drawing on its key, those waiting first in the order they
 // are expected to be admitted, with their place, workflow, activity type, wait, cost (input and
 // output) and what holds them (GET api/tickets, see [KeyTickets]). A click on one, or its workflow ID
-// typed in the search box, opens its explanation (GET api/explain, see [Explained]): what holds it,
-// in a sentence; each limit it draws on, with its room or the dimension that binds, its figures, the
-// tickets ahead and when it is ready; the expected admission, or why it cannot be known; and, with
-// [Options.TemporalUIURL], a link to its workflow in Temporal's UI. Both are read when asked, not at
-// every refresh: an explanation reads every queued ticket.
+// typed in the search box, opens its explanation (GET api/explain, see [Explained]): what holds it, in
+// a sentence (an allowance that holds it with what it used, what the ticket needs and when it resets);
+// that the next claim will refuse it, when a spent allowance says so, and why a claim refused a
+// finished one; each limit it draws on, with its room or the dimension that binds, its figures (its
+// allowances' among them), the tickets ahead and when it is ready; the expected admission, or why it
+// cannot be known; and, with [Options.TemporalUIURL], a link to its workflow in Temporal's UI. Both
+// are read when asked, not at every refresh: an explanation reads every queued ticket.
 //
 // It is an [http.Handler] to mount in your own server, under any prefix:
 //
@@ -53,7 +59,7 @@ import (
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
-//go:embed page.html app.js tickets.js
+//go:embed page.html app.js tickets.js allowances.js
 var pageFS embed.FS
 
 // Options configures the dashboard. The zero value is a read-only dashboard refreshing every 2 s
@@ -141,6 +147,7 @@ func New(q *pgqueue.Queue, opts Options) (http.Handler, error) {
 	h.mux.HandleFunc("GET /{$}", h.servePage)
 	h.mux.HandleFunc("GET /app.js", h.serveScript)
 	h.mux.HandleFunc("GET /tickets.js", h.serveScript)
+	h.mux.HandleFunc("GET /allowances.js", h.serveScript)
 	h.mux.HandleFunc("GET /api/status", h.serveStatus)
 	h.mux.HandleFunc("GET /api/overview", h.serveOverview)
 	h.mux.HandleFunc("GET /api/history", h.serveHistory)
@@ -193,7 +200,7 @@ func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 func (h *handler) serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	// The routes name the scripts: app.js, tickets.js.
+	// The routes name the scripts: app.js, tickets.js, allowances.js.
 	http.ServeFileFS(w, r, pageFS, path.Base(r.URL.Path))
 }
 

@@ -59,9 +59,18 @@ type Explained struct {
 // ExplainedTicket is one ticket of Explained: its explanation, and TemporalURL, the link to its
 // workflow in Temporal's UI (Options.TemporalUIURL filled in), left out when no template is set or
 // the ticket lacks a value the template names.
+//
+// Allowances are, by limit key, the allowances of the limits a queued ticket draws on, each with what
+// it counted, what remains, when it resets and what the ticket needs of it; left out when none of
+// its limits has allowances. A limit that waits for a spent allowance names it in its spent
+// (throttle.LimitWait), and the explanation's refused is the spent allowance for which the next claim
+// refuses the ticket. Refusal is why a claim refused a finished ticket (outcome_kind "refused"): the
+// limit and its spent allowance, the error its activity fails with.
 type ExplainedTicket struct {
 	pgqueue.TicketExplanation
-	TemporalURL string `json:"temporal_url,omitempty"`
+	TemporalURL string                    `json:"temporal_url,omitempty"`
+	Allowances  map[string][]AllowanceUse `json:"allowances,omitempty"`
+	Refusal     *pgqueue.Refusal          `json:"refusal,omitempty"`
 }
 
 // onlyParams refuses a query that names a parameter other than names, or one more than once.
@@ -184,7 +193,8 @@ func (h *handler) serveExplain(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, http.StatusInternalServerError, err)
 			return
 		}
-		out.Tickets = append(out.Tickets, ExplainedTicket{TicketExplanation: e, TemporalURL: temporalURL(h.opts.TemporalUIURL, e.Ticket)})
+		out.Tickets = append(out.Tickets, ExplainedTicket{TicketExplanation: e, TemporalURL: temporalURL(h.opts.TemporalUIURL, e.Ticket),
+			Allowances: allowanceUses(e.Ticket, e.Explanation), Refusal: refusalOf(e.Ticket)})
 	}
 	if len(out.Tickets) == 0 {
 		h.fail(w, http.StatusNotFound, fmt.Errorf("no ticket of %s (a ticket is deleted once its outcome reaches Temporal)", describeQuery(tq)))

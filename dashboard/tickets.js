@@ -1,7 +1,8 @@
 // Sluice's dashboard, the ticket view: a key's waiting list (api/tickets), opened from the key's card;
 // a ticket's explanation (api/explain), opened from the list or found by workflow ID. Both are read
 // when asked, not at every refresh: an explanation reads every queued ticket. Pages are built from
-// DOM nodes and textContent only: workflow IDs and keys are user data. No dependencies.
+// DOM nodes and textContent only: workflow IDs and keys are user data. No dependencies but
+// allowances.js (SluiceAllowances), loaded before it.
 "use strict";
 (function () {
   const cards = document.getElementById("cards");
@@ -157,7 +158,8 @@
     const t = x.ticket, e = x.explanation;
     const a = el("article", { class: "explain", "data-ticket": String(t.id) });
     a.append(el("h3", {}, "#" + t.id + " · " + t.workflow_id + " · " + t.activity_type + (t.attempt > 1 ? " (attempt " + t.attempt + ")" : "")));
-    a.append(el("p", { class: "holds", "data-field": "holds" }, e ? holdsSentence(t, e) : stateSentence(t)));
+    a.append(el("p", { class: "holds", "data-field": "holds" }, e ? holdsSentence(t, e) : stateSentence(t, x.refusal)));
+    if (e && e.refused) a.append(el("p", { class: "refused", "data-field": "refused" }, refusedSentence(t, e)));
     const figs = el("div", { class: "figures" });
     figs.append(
       figure("place", e ? fmt(e.place) + " in line " + e.line : "–", "place"),
@@ -165,7 +167,7 @@
       figure("waited", dur(waitedOf(t, e ? e.now : t.admitted_at || t.enqueued_at)), "waited"),
       figure("estimate", e ? estimateText(e) : t.state, e ? "expected admission" : "state"));
     a.append(figs);
-    if (e) a.append(limitsTable(e));
+    if (e) a.append(limitsTable(e, x.allowances || {}));
     if (x.temporal_url && /^https?:\/\//i.test(x.temporal_url)) {
       a.append(el("a", { href: x.temporal_url, target: "_blank", rel: "noopener noreferrer", class: "temporal", "data-field": "temporal" },
         "Open the workflow in Temporal's UI ↗"));
@@ -173,7 +175,11 @@
     return a;
   }
 
-  function stateSentence(t) {
+  function stateSentence(t, refusal) {
+    if (t.state === "finished" && refusal) {
+      return "Refused at " + clock(t.finished_at) + ": " + SluiceAllowances.refusalText(refusal, t.finished_at) +
+        ". Its activity fails with this, not retried, once the outcome is delivered to Temporal.";
+    }
     const waited = " after waiting " + dur(waitedOf(t, t.admitted_at)) + ".";
     switch (t.state) {
       case "admitted": return "Admitted at " + clock(t.admitted_at) + waited + " It holds its limits while its worker starts it.";
@@ -192,6 +198,9 @@
       case "unknown_limit": return "It draws on " + e.key + ", a limit that does not exist: no claim admits it until it is set.";
     }
     const w = e.limits.find((l) => l.key === e.key);
+    if (e.waits_for === "allowance" && w && w.spent) {
+      return "Waits for " + SluiceAllowances.spentWhy(e.key, w.spent, e.now) + (w.ahead ? "; " + fmt(w.ahead) + (w.ahead === 1 ? " ticket" : " tickets") + " ahead of it there." : ".");
+    }
     const what = e.waits_for === "paused" ? "pause" : human(e.waits_for) + " limit";
     return "Held by " + e.key + "'s " + what + (w ? ": " + binding(w, e) : "") + ".";
   }
@@ -210,12 +219,21 @@
       case "input_tokens": return fmt(level(s.input_tokens)) + " input tokens left at " + fmt(l.input_tokens_per_minute) + "/min, and it needs " + fmt(c.input) + until;
       case "output_tokens": return fmt(level(s.output_tokens)) + " output tokens left at " + fmt(l.output_tokens_per_minute) + "/min, and it needs " + fmt(c.output) + until;
       case "paused": return "paused until " + clock(s.paused_until);
+      case "allowance": if (w.spent) return SluiceAllowances.spentWhy(w.key, w.spent, e.now);
     }
     return human(w.reason);
   }
 
-  // figuresOf lists every dimension limit w sets, with its use at the explanation's instant.
-  function figuresOf(w, now) {
+  // refusedSentence says that the next claim refuses the ticket of e for a spent allowance, and why.
+  function refusedSentence(t, e) {
+    const sp = e.refused, w = e.limits.find((l) => l.spent && SluiceAllowances.sameAllowance(l.spent.allowance, sp.allowance));
+    return "It will be refused: " + SluiceAllowances.spentWhy(w ? w.key : "its limit", sp, e.now) +
+      "; the next claim fails its activity (" + SluiceAllowances.refusedWhy(sp, t.deadline, e.now) + ").";
+  }
+
+  // figuresOf lists every dimension limit w sets, with its use at the explanation's instant, and its
+  // allowances (uses: api/explain's allowances of w's key).
+  function figuresOf(w, now, uses) {
     const l = w.limit, s = w.state, parts = [];
     if (l.max_concurrent) parts.push("slots " + fmt(s.inflight_count) + " / " + fmt(l.max_concurrent));
     if (l.max_inflight_tokens) parts.push("in-flight tokens " + fmt(s.inflight_tokens) + " / " + fmt(l.max_inflight_tokens));
@@ -224,6 +242,7 @@
     if (l.input_tokens_per_minute) parts.push("input tokens " + fmt(level(s.input_tokens)) + " / " + fmt(l.input_token_burst) + " at " + fmt(l.input_tokens_per_minute) + "/min");
     if (l.output_tokens_per_minute) parts.push("output tokens " + fmt(level(s.output_tokens)) + " / " + fmt(l.output_token_burst) + " at " + fmt(l.output_tokens_per_minute) + "/min");
     if (s.paused_until && new Date(s.paused_until) > new Date(now)) parts.push("paused until " + clock(s.paused_until));
+    for (const u of uses || []) parts.push(SluiceAllowances.useOf(u));
     return parts.length ? parts.join(" · ") : "no limit set";
   }
 
@@ -235,12 +254,13 @@
   }
 
   function estimateText(e) {
+    if (e.refused) return "none: the next claim refuses it";
     const s = when(e.estimate, e.unknown, e.now);
     return e.expires ? s + ": past its deadline, Temporal is expected to time it out first" : s;
   }
 
   // limitsTable has a row per limit the ticket draws on, in the order a claim checks them.
-  function limitsTable(e) {
+  function limitsTable(e, allowances) {
     const table = el("table", { class: "limits" });
     const hr = el("tr"), thead = el("thead"), tbody = el("tbody");
     for (const c of ["limit", "room", "figures", "tickets ahead", "ready"]) hr.append(el("th", {}, c));
@@ -250,7 +270,7 @@
       const ahead = w.ahead ? fmt(w.ahead) + " (" + costText(w.ahead_cost.input, w.ahead_cost.output) + ")" : "0";
       tr.append(el("td", { "data-col": "key" }, w.key + (w.key === e.line ? " (its line)" : "")),
         el("td", { "data-col": "room" }, w.room ? "room" : "no: " + human(w.reason)),
-        el("td", { "data-col": "figures" }, figuresOf(w, e.now)),
+        el("td", { "data-col": "figures" }, figuresOf(w, e.now, allowances[w.key])),
         el("td", { "data-col": "ahead" }, ahead),
         el("td", { "data-col": "ready" }, when(w.ready_at, w.unknown, e.now)));
       tbody.append(tr);
