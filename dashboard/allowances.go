@@ -31,26 +31,11 @@ func allowanceUses(t pgqueue.Ticket, e *throttle.Explanation) map[string][]Allow
 		if out == nil {
 			out = map[string][]AllowanceUse{}
 		}
-		for _, a := range w.Limit.Allowances {
-			out[w.Key] = append(out[w.Key], AllowanceUse{AllowanceStatus: allowanceStatus(a, w.State.Allowances[a.Key()], e), Needs: a.Of(sp)})
+		for i, st := range pgqueue.AllowanceStatuses(w.Limit, w.State, e.Now) {
+			out[w.Key] = append(out[w.Key], AllowanceUse{AllowanceStatus: st, Needs: w.Limit.Allowances[i].Of(sp)})
 		}
 	}
 	return out
-}
-
-// allowanceStatus is a's status in state st at e's instant, as pgqueue.Queue.Status reads it: what
-// it counted in its window, what remains, and when it resets (a calendar window's end; for a rolling
-// allowance when all it counts has fallen out, zero when it counts nothing).
-func allowanceStatus(a throttle.Allowance, st throttle.AllowanceState, e *throttle.Explanation) pgqueue.AllowanceStatus {
-	s := pgqueue.AllowanceStatus{Allowance: a, Spec: a.String(), Used: a.Used(st, e.Now)}
-	s.Remaining = max(0, a.Amount-s.Used)
-	if a.Calendar != "" {
-		start, end := a.Window(e.Now)
-		s.WindowStart, s.ResetsAt = start.UTC(), end.UTC()
-	} else if s.Used > 0 {
-		s.ResetsAt = a.Check(st, e.Now, a.Amount).RetryAt
-	}
-	return s
 }
 
 // refusalOf is the refusal of a ticket a claim refused for a spent allowance (outcome "refused"),

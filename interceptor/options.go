@@ -160,8 +160,10 @@ type Options struct {
 	// Clock, when set, is the time Sluice's queue decides at in place of the database's clock:
 	// admissions, allowances' windows, leases. It is for simulations and samples that move time on
 	// (samples/plans starts its day at 23:40 in Los Angeles); every replica of a fleet must share it.
-	// Temporal's deadlines stay in real time, so a Clock ahead of it would see them pass. Nil, the
-	// default, is the database's clock: what production uses.
+	// Temporal's deadlines stay in real time, so a Clock ahead of it would see them pass. Leases are
+	// kept on it too: move it on by less than LeaseTTL at a time (or set a LeaseTTL longer than the
+	// jumps), or every replica's lease looks lapsed and their running tickets are handed back. Nil,
+	// the default, is the database's clock: what production uses.
 	Clock func() time.Time
 	// MetricsHandler receives Sluice's metrics (the Metric* names). Pass the handler the worker's
 	// client has, so that they go wherever its Temporal metrics go. Defaults to

@@ -28,8 +28,10 @@ type AllowanceStatus struct {
 	ResetsAt    time.Time `json:"resets_at,omitzero"`
 }
 
-// allowanceStatuses are the statuses of l's allowances in state s at now.
-func allowanceStatuses(l throttle.Limit, s throttle.State, now time.Time) []AllowanceStatus {
+// AllowanceStatuses are the statuses of l's allowances, in l's order, with state s at now: what each
+// counted in its window, what remains, and when it resets. Status and LimitStatus read them so;
+// given a throttle.Explanation's limit and state, they are the figures it explains from.
+func AllowanceStatuses(l throttle.Limit, s throttle.State, now time.Time) []AllowanceStatus {
 	var out []AllowanceStatus
 	for _, a := range l.Allowances {
 		st := s.Allowances[a.Key()]

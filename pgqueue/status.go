@@ -313,5 +313,5 @@ func (q *Queue) limitStatuses(ctx context.Context, db DB, keys []string) (map[st
 // status is r as operators read it at now.
 func (r *limitRow) status(now time.Time) LimitStatus {
 	return LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state,
-		Allowances: allowanceStatuses(r.limit, r.state, now)}
+		Allowances: AllowanceStatuses(r.limit, r.state, now)}
 }

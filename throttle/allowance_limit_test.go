@@ -156,3 +156,35 @@ func TestLimit_EqualAndValidateAllowances(t *testing.T) {
 	bad := throttle.Limit{Key: "k", Allowances: throttle.Allowances{{Meter: "coins", Amount: 1, Calendar: throttle.CalendarDay}}}
 	require.EqualError(t, bad.Validate(), `throttle: limit "k": throttle: allowance "coins=1/day": Meter must be one of requests, tokens, input_tokens, output_tokens, money, got "coins"`)
 }
+
+func TestExplain_Allowances(t *testing.T) {
+	t.Parallel()
+	noon := utc(t, "2026-03-07T12:00:00Z")
+	wait := withAllowances(t, throttle.Limit{Key: "plan"}, "requests=1/day")
+	refuse := wait
+	refuse.Allowances = throttle.Allowances{wait.Allowances[0]}
+	refuse.Allowances[0].OnSpent = throttle.OnSpentRefuse
+	for _, tc := range []struct {
+		name    string
+		limit   throttle.Limit
+		refused bool
+	}{{"Wait", wait, false}, {"Refuse", refuse, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.limit.AdmitSpend(throttle.State{}, noon, throttle.Spend{})
+			e := throttle.Explain(throttle.ExplainInput{Ticket: cand(1, "plan"), Now: noon,
+				Limits: map[string]throttle.LimitState{"plan": {Limit: tc.limit, State: s}}})
+			require.Equal(t, "allowance", e.WaitsFor)
+			require.NotNil(t, e.Limits[0].Spent)
+			require.Equal(t, int64(1), e.Limits[0].Spent.Used)
+			if !tc.refused {
+				require.Nil(t, e.Refused)
+				require.Equal(t, utc(t, "2026-03-08T00:00:00Z"), e.Estimate, "admitted when the day resets")
+				return
+			}
+			require.NotNil(t, e.Refused)
+			require.True(t, e.Estimate.IsZero())
+			require.Equal(t, "the next claim refuses it: allowance requests=1/day spent: used 1 request of 1 request, the call needs 1 request; "+
+				"resets at 2026-03-08T00:00:00Z (2026-03-08 00:00 UTC)", e.Unknown)
+		})
+	}
+}

@@ -112,7 +112,8 @@ type Explanation struct {
 	// it out first.
 	Expires bool `json:"expires,omitempty"`
 	// Refused is the spent allowance for which the next claim refuses the ticket rather than let it
-	// wait (Spent.Refuses): its activity fails with the allowance's error.
+	// wait (Spent.Refuses): its activity fails with the allowance's error. Estimate is then zero and
+	// Unknown says so.
 	Refused *Spent `json:"refused,omitempty"`
 	// Now is the instant of the explanation.
 	Now time.Time `json:"now"`
@@ -167,6 +168,10 @@ func Explain(in ExplainInput) Explanation {
 	e.WaitsFor, e.Key = holding(e, c, in.Now)
 	if c.NotBefore.After(latest) {
 		latest = c.NotBefore
+	}
+	if e.Refused != nil {
+		// No claim will admit it: the next one fails its activity.
+		e.Unknown = "the next claim refuses it: " + e.Refused.Error()
 	}
 	if e.Unknown == "" {
 		e.Estimate = latest

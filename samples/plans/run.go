@@ -183,6 +183,10 @@ func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, e
 			FairnessKey: func(_ sluiceinterceptor.ActivityInfo, args []any) string { return args[0].(Question).Tenant },
 		}},
 		PollInterval: 100 * time.Millisecond,
+		// The clock jumps 21 minutes between the phases: leases longer than that do not lapse at the
+		// jump (a lapsed lease hands this worker's running calls back to Temporal, which runs them
+		// again).
+		LeaseTTL: time.Hour,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {

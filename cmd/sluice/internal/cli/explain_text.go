@@ -137,6 +137,8 @@ func limitOf(e throttle.Explanation, key string) (throttle.LimitWait, bool) {
 // expected is the line of the estimated admission.
 func expected(e throttle.Explanation) string {
 	switch {
+	case e.Refused != nil:
+		return "expected admission: none: the next claim refuses it"
 	case e.Estimate.IsZero():
 		return "expected admission: not known: " + orDash(e.Unknown)
 	case !e.Estimate.After(e.Now):
