@@ -187,7 +187,7 @@ func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, e
 		// jump (a lapsed lease hands this worker's running calls back to Temporal, which runs them
 		// again).
 		LeaseTTL: time.Hour,
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err != nil {
 		return Result{}, err
