@@ -49,16 +49,9 @@ func AllowanceStatuses(l throttle.Limit, s throttle.State, now time.Time) []Allo
 	return out
 }
 
-// pendingSpendsSQL reads the allowance ledger's rows of the keys $1, summed per key and admission
-// instant, as throttle.SpendRelease JSON: what completions appended that no claim has folded yet.
-const pendingSpendsSQL = `SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', true,
-		'reserved', jsonb_build_object('tokens', jsonb_build_object('input', ri, 'output', ro), 'money', rm),
-		'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am)))
-	FROM (SELECT key, admitted_at, sum(reserved_input)::bigint AS ri, sum(reserved_output)::bigint AS ro,
-			sum(reserved_money)::bigint AS rm, sum(actual_input)::bigint AS ai, sum(actual_output)::bigint AS ao,
-			sum(actual_money)::bigint AS am
-		FROM {s}.sluice_allowance_release WHERE key = ANY($1) GROUP BY key, admitted_at) g
-	GROUP BY key`
+// pendingSpendsSQL reads the allowance ledger's rows of the keys $1 (spendReleasesSQL): what
+// completions appended that no claim has folded yet.
+var pendingSpendsSQL = spendReleasesSQL(`{s}.sluice_allowance_release WHERE key = ANY($1)`)
 
 // foldPendingSpends folds into the states of rows (by key) the allowance ledger's pending rows, at
 // now, as the next claim holding each row will: a reader's view of the allowances, locking nothing.

@@ -52,19 +52,25 @@ const releaseTakeSQL = `taken AS (
 // allowanceTakeSQL deletes from the allowance ledger the rows of the limits of the CTE held that
 // have allowances, and sums them per key and admission instant, as throttle.SpendRelease JSON (their
 // usage was reported): the CTE allowance_sums (key, releases), one row per key.
-const allowanceTakeSQL = `allowance_taken AS (
+var allowanceTakeSQL = `allowance_taken AS (
 			DELETE FROM {s}.sluice_allowance_release a WHERE a.key IN (SELECT key FROM held WHERE allowances IS NOT NULL)
 			RETURNING a.*
-		), allowance_sums AS MATERIALIZED (
-			SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', true,
-				'reserved', jsonb_build_object('tokens', jsonb_build_object('input', ri, 'output', ro), 'money', rm),
-				'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am))) AS releases
-			FROM (SELECT key, admitted_at, sum(reserved_input)::bigint AS ri, sum(reserved_output)::bigint AS ro,
-					sum(reserved_money)::bigint AS rm, sum(actual_input)::bigint AS ai, sum(actual_output)::bigint AS ao,
-					sum(actual_money)::bigint AS am
-				FROM allowance_taken GROUP BY key, admitted_at) g
-			GROUP BY key
-		)`
+		), allowance_sums AS MATERIALIZED (` + spendReleasesSQL("allowance_taken") + `)`
+
+// spendReleasesSQL sums the allowance ledger's rows of source (a table or CTE of its columns, with
+// its WHERE clause if any) per key and admission instant, and returns per key (key, releases) the
+// sums as a JSON list of throttle.SpendRelease: what the tickets admitted at that instant reserved
+// and used. The ledger holds only tickets whose usage was reported.
+func spendReleasesSQL(source string) string {
+	return `SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', true,
+		'reserved', jsonb_build_object('tokens', jsonb_build_object('input', ri, 'output', ro), 'money', rm),
+		'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am))) AS releases
+	FROM (SELECT key, admitted_at, sum(reserved_input)::bigint AS ri, sum(reserved_output)::bigint AS ro,
+			sum(reserved_money)::bigint AS rm, sum(actual_input)::bigint AS ai, sum(actual_output)::bigint AS ao,
+			sum(actual_money)::bigint AS am
+		FROM ` + source + ` GROUP BY key, admitted_at) g
+	GROUP BY key`
+}
 
 // allowanceAppendSQL appends to the allowance ledger, for each limit with allowances drawn on by a
 // ticket of the CTE done whose usage was reported, what those tickets reserved and used, summed per
