@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -66,9 +68,30 @@ func (q *Queue) foldPendingSpends(ctx context.Context, db DB, rows map[string]*l
 	if len(keys) == 0 {
 		return nil
 	}
-	rs, err := db.Query(ctx, q.s(pendingSpendsSQL), keys)
+	spends, err := scanSpends(db.Query(ctx, q.s(pendingSpendsSQL), keys))
 	if err != nil {
 		return err
+	}
+	foldSpends(rows, spends, now)
+	return nil
+}
+
+// takeSpendsSQL deletes the allowance ledger's rows of the keys $1, whose limit rows the caller holds
+// locked, and sums them (spendReleasesSQL).
+var takeSpendsSQL = `WITH taken AS (DELETE FROM {s}.sluice_allowance_release WHERE key = ANY($1) RETURNING *) ` +
+	spendReleasesSQL("taken")
+
+// takeSpends takes from the allowance ledger, for the limit rows of keys, which tx holds locked, what
+// completions appended: only a holder of a row's lock takes its rows, so each is reconciled once. It
+// is a statement of its own, run by lockAndTake only when it locked a row with allowances.
+func (q *Queue) takeSpends(ctx context.Context, tx querier, keys []string) (map[string][]throttle.SpendRelease, error) {
+	return scanSpends(tx.Query(ctx, q.s(takeSpendsSQL), keys))
+}
+
+// scanSpends reads spendReleasesSQL's rows: the reconciliations of each key.
+func scanSpends(rs pgx.Rows, err error) (map[string][]throttle.SpendRelease, error) {
+	if err != nil {
+		return nil, err
 	}
 	defer rs.Close()
 	spends := map[string][]throttle.SpendRelease{}
@@ -79,16 +102,13 @@ func (q *Queue) foldPendingSpends(ctx context.Context, db DB, rows map[string]*l
 			srs []throttle.SpendRelease
 		)
 		if err := rs.Scan(&key, &b); err != nil {
-			return err
+			return nil, err
 		}
 		if err := json.Unmarshal(b, &srs); err != nil {
-			return fmt.Errorf("allowance ledger of %q: %w", key, err)
+			return nil, fmt.Errorf("allowance ledger of %q: %w", key, err)
 		}
 		spends[key] = srs
 	}
-	if err := rs.Err(); err != nil {
-		return err
-	}
-	foldSpends(rows, spends, now)
-	return nil
+	rs.Close() // before Err: a claim's transaction reads what its round trip sent after the statement
+	return spends, rs.Err()
 }

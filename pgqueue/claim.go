@@ -59,7 +59,9 @@ type claimRun struct {
 	unavailable map[string]bool      // limit rows another claimer holds
 	admittedIDs []int64
 	admittedAt  []time.Time
-	expiredIDs  []int64
+	// admittedSpends says, in admittedIDs' order, whether the ticket draws on a limit with allowances.
+	admittedSpends []bool
+	expiredIDs     []int64
 	// The tickets refused for a spent allowance, their outcomes and the limits that refused them.
 	refusedIDs      []int64
 	refusedOutcomes [][]byte
@@ -298,6 +300,9 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 		c.res.Admitted = append(c.res.Admitted, t)
 		c.admittedIDs = append(c.admittedIDs, t.ID)
 		c.admittedAt = append(c.admittedAt, a.At)
+		c.admittedSpends = append(c.admittedSpends, slices.ContainsFunc(t.LimitKeys, func(k string) bool {
+			return c.locked[k] != nil && len(c.locked[k].limit.Allowances) > 0
+		}))
 		c.usage.add(t.LimitKeys, a.At, t.Reserved())
 	}
 	for _, w := range d.Waits {

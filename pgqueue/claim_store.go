@@ -15,12 +15,10 @@ import (
 )
 
 // claimStoreSQL writes a claim's decisions in one statement: $1 to $13 the limit rows' state (see
-// limitStateArgs) and $33 their allowance states; $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
+// limitStateArgs); $14 and $15 tickets whose wait reason changed, and the reasons; $16 the expired
 // tickets; $17 and $18 the admitted tickets and their instants, running when their owner is the
 // claimer, $19; $20 and $21 the notification channel and payload prefix, $22 the owners to notify.
 // $25 to $32 what the admissions drew per key and second (see usage.args), added to sluice_usage.
-// $34, $35 and $37 the refused tickets, their outcomes (Refusal as JSON) and the limits that refused
-// them, finished at $36, the claim's instant, for any replica's Deliverer to fail them.
 // It returns, for each line $23, the tickets queued in it, counted to at most 1,000 past the $24 it
 // admitted (the statement's snapshot, taken before its own updates, still counts the admitted tickets
 // as queued). The count reads the line index in its order: without the ORDER BY it may be planned as
@@ -31,12 +29,31 @@ import (
 // and the unchecked branch fails the statement, and so the claim's transaction, naming every ticket
 // that did not change as decided (sluice_fail): a claim never returns a ticket it did not admit. That
 // branch is part of the result (an Append runs every branch), so it is evaluated whatever the lines.
-var claimStoreSQL = `WITH limits AS (` + strings.Replace(saveLimitsSQL, "{as}", "$33", 1) + `
+//
+// claimStoreAllowancesSQL is the statement of a claim that holds a limit with allowances: it also
+// writes the rows' allowance states ($33, see saveLimitsWithStates), finishes the refused tickets
+// $34 with their outcomes $35 (a Refusal as JSON) and the keys of the limits that refused them $37,
+// at $36, the claim's instant, for any replica's Deliverer to fail them, and marks each admitted
+// ticket that draws on a limit with allowances ($38, in $17's order), so that its completion
+// reconciles them (allowanceAppendSQL).
+var claimStoreSQL, claimStoreAllowancesSQL = claimStore(false), claimStore(true)
+
+// claimStore is claimStoreSQL, or with allowances claimStoreAllowancesSQL.
+func claimStore(allowances bool) string {
+	save, refused, refusedIDs, refusedRows, spends, spendsSet := saveLimitsSQL, "", "", "", "", ""
+	if allowances {
+		save = saveLimitsWithStates(33)
+		refused = `
 ), refused AS (
 	UPDATE {s}.sluice_ticket t SET state = 'finished', finished_at = $36, deliver_after = $36, outcome_kind = '` + OutcomeRefused + `',
 		outcome = r.outcome, wait_reason = 'allowance of ' || r.key
 	FROM unnest($34::bigint[], $35::bytea[], $37::text[]) AS r(id, outcome, key) WHERE t.id = r.id AND t.state = 'queued'
-	RETURNING t.id
+	RETURNING t.id`
+		refusedIDs, refusedRows = ` || $34::bigint[]`, `
+			UNION ALL SELECT id FROM refused`
+		spends, spendsSet = `, $38::bool[]`, `, allowance_spend = u.spends`
+	}
+	return `WITH limits AS (` + save + refused + `
 ), waits AS (
 	UPDATE {s}.sluice_ticket t SET wait_reason = w.reason
 	FROM unnest($14::bigint[], $15::text[]) AS w(id, reason) WHERE t.id = w.id AND t.state = 'queued'
@@ -45,14 +62,14 @@ var claimStoreSQL = `WITH limits AS (` + strings.Replace(saveLimitsSQL, "{as}", 
 	DELETE FROM {s}.sluice_ticket WHERE id = ANY($16) AND state = 'queued' RETURNING id
 ), admitted AS (
 	UPDATE {s}.sluice_ticket t
-	SET state = CASE WHEN $19 <> '' AND t.owner = $19 THEN 'running' ELSE 'admitted' END, admitted_at = u.at
-	FROM unnest($17::bigint[], $18::timestamptz[]) AS u(id, at) WHERE t.id = u.id AND t.state = 'queued'
+	SET state = CASE WHEN $19 <> '' AND t.owner = $19 THEN 'running' ELSE 'admitted' END, admitted_at = u.at` + spendsSet + `
+	FROM unnest($17::bigint[], $18::timestamptz[]` + spends + `) AS u(id, at` + map[bool]string{true: ", spends", false: ""}[allowances] + `)
+	WHERE t.id = u.id AND t.state = 'queued'
 	RETURNING t.id
 ), unchanged AS (
 	SELECT array_agg(id ORDER BY id) AS ids FROM (
-		SELECT unnest($14::bigint[] || $16::bigint[] || $17::bigint[] || $34::bigint[]) AS id
-		EXCEPT ALL (SELECT id FROM waits UNION ALL SELECT id FROM expired UNION ALL SELECT id FROM admitted
-			UNION ALL SELECT id FROM refused)) m
+		SELECT unnest($14::bigint[] || $16::bigint[] || $17::bigint[]` + refusedIDs + `) AS id
+		EXCEPT ALL (SELECT id FROM waits UNION ALL SELECT id FROM expired UNION ALL SELECT id FROM admitted` + refusedRows + `)) m
 ), woken AS (
 	SELECT count(pg_notify($20, $21 || o)) AS n FROM unnest($22::text[]) AS o
 ), used AS (
@@ -64,6 +81,7 @@ FROM unnest($23::text[], $24::int[]) AS d(line, admitted), woken
 UNION ALL
 SELECT NULL, {s}.sluice_fail('sluice: claim: tickets ' || ids::text || ' were not queued when the claim stored its decisions')
 FROM unchanged WHERE ids IS NOT NULL`
+}
 
 // store writes the claim's decisions (wait reasons, expired and admitted tickets, limit rows), has the
 // admitted tickets' owners notified, and reads the depth of the lines that admitted, in one statement
@@ -85,7 +103,11 @@ func (c *claimRun) store(ctx context.Context) error {
 	// The count reads the tickets this statement admits as still queued (a statement sees the table
 	// as it began), so it reads past them, to 1,000 more: $24.
 	args = append(args, c.usage.args()...)
-	args = append(args, allowanceStateArgs(c.locked), c.refusedIDs, c.refusedOutcomes, c.now, c.refusedKeys)
+	stmt := claimStoreSQL
+	if anyAllowances(c.locked) || len(c.refusedIDs) > 0 {
+		stmt = claimStoreAllowancesSQL
+		args = append(args, allowanceStateArgs(c.locked), c.refusedIDs, c.refusedOutcomes, c.now, c.refusedKeys, c.admittedSpends)
+	}
 	admitted := make(map[string]int, len(c.depthLines))
 	for i, line := range c.depthLines {
 		admitted[line] = c.depthAdmitted[i]
@@ -98,7 +120,7 @@ func (c *claimRun) store(ctx context.Context) error {
 		}
 		c.res.QueueDepth[*line] = depth - int64(admitted[*line])
 		return nil
-	}, c.q.s(claimStoreSQL), args...)
+	}, c.q.s(stmt), args...)
 }
 
 // checkDisjoint fails when a ticket is in two of the claim's lists (admitted, expired, wait reason

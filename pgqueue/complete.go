@@ -132,7 +132,8 @@ const completeSQL = `WITH clock AS MATERIALIZED (
 		actual_money = CASE WHEN l.actual >= 0 AND l.actual_money >= 0 THEN l.actual_money END
 	FROM locked l, clock n
 	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
-	RETURNING t.id, t.cost, t.output_cost, t.cost_money, t.limit_keys, t.admitted_at, l.actual, l.actual_output, l.actual_money
+	RETURNING t.id, t.cost, t.output_cost, t.cost_money, t.limit_keys, t.admitted_at, t.allowance_spend, l.actual, l.actual_output,
+		l.actual_money
 ), released AS (` + releaseAppendSQL + `
 ), allowances_released AS (` + allowanceAppendSQL + `
 ), woken AS (

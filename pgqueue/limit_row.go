@@ -116,41 +116,16 @@ func (q *Queue) saveLimits(ctx context.Context, tx pgx.Tx, rows map[string]*limi
 	if len(args[0].([]string)) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, q.s(strings.Replace(saveLimitsSQL, "{as}", "$14", 1)), append(args, allowanceStateArgs(rows))...)
+	if !anyAllowances(rows) {
+		_, err := tx.Exec(ctx, q.s(saveLimitsSQL), args...)
+		return err
+	}
+	_, err := tx.Exec(ctx, q.s(saveLimitsWithStates(limitStateParams+1)), append(args, allowanceStateArgs(rows))...)
 	return err
 }
 
-// allowanceStateArgs are the allowance states saveLimitsSQL writes, in limitStateArgs' order: each
-// dirty row's as JSON, NULL for a row without allowances.
-func allowanceStateArgs(rows map[string]*limitRow) []*string {
-	out := []*string{}
-	for _, k := range slices.Sorted(maps.Keys(rows)) {
-		if r := rows[k]; r.dirty {
-			out = append(out, jsonOrNull(r.state.Allowances))
-		}
-	}
-	return out
-}
-
-// jsonOrNull is v as JSON text, nil (NULL) for an empty slice or map. v is one of throttle's
-// allowance types, which always encode. Text, not bytes: under the simple protocol (a pooler's
-// exec mode) pgx would send bytes as bytea, which jsonb does not read.
-func jsonOrNull[T interface {
-	~[]throttle.Allowance | ~map[string]throttle.AllowanceState
-}](v T) *string {
-	if len(v) == 0 {
-		return nil
-	}
-	b, _ := json.Marshal(v)
-	s := string(b)
-	return &s
-}
-
-// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $13, and the allowance
-// states as the parameter {as} (numbered by the statement that embeds it): NULL for a row without
-// allowances keeps what the row has.
+// saveLimitsSQL writes the limit state given by limitStateArgs as $1 to $13.
 const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
-	allowance_state = coalesce(({as}::jsonb[])[u.ord], l.allowance_state),
 	request_level = u.request_level, request_at = u.request_at, token_level = u.token_level, token_at = u.token_at,
 	input_token_level = u.input_token_level, input_token_at = u.input_token_at,
 	output_token_level = u.output_token_level, output_token_at = u.output_token_at,
@@ -158,8 +133,8 @@ const saveLimitsSQL = `UPDATE {s}.sluice_limit l SET
 	vtime = u.vtime, updated_at = now()
 	FROM unnest($1::text[], $2::float8[], $3::timestamptz[], $4::float8[], $5::timestamptz[], $6::int[], $7::bigint[],
 		$8::timestamptz[], $9::float8[], $10::float8[], $11::timestamptz[], $12::float8[], $13::timestamptz[])
-		WITH ORDINALITY AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens,
-			paused_until, vtime, input_token_level, input_token_at, output_token_level, output_token_at, ord)
+		AS u(key, request_level, request_at, token_level, token_at, inflight_count, inflight_tokens, paused_until, vtime,
+			input_token_level, input_token_at, output_token_level, output_token_at)
 	WHERE l.key = u.key`
 
 // limitStateParams is how many parameters saveLimitsSQL takes: a statement that embeds it numbers its

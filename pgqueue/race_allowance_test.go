@@ -115,7 +115,7 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 	})
 	for c := range claimers {
 		cfg := testdb.PoolConfig(t)
-		cfg.MaxConns = 2
+		cfg.MaxConns = 1 // a racer claims and completes in turn: 16 connections in all, beside the suite's other tests
 		cq, err := pgqueue.New(testdb.PoolWith(t, cfg), pgqueue.Options{Schema: schema, Now: clock.Now})
 		require.NoError(t, err)
 		wg.Go(func() {

@@ -2,8 +2,6 @@ package pgqueue
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -49,14 +47,6 @@ const releaseTakeSQL = `taken AS (
 			FROM taken GROUP BY key
 		)`
 
-// allowanceTakeSQL deletes from the allowance ledger the rows of the limits of the CTE held that
-// have allowances, and sums them per key and admission instant, as throttle.SpendRelease JSON (their
-// usage was reported): the CTE allowance_sums (key, releases), one row per key.
-var allowanceTakeSQL = `allowance_taken AS (
-			DELETE FROM {s}.sluice_allowance_release a WHERE a.key IN (SELECT key FROM held WHERE allowances IS NOT NULL)
-			RETURNING a.*
-		), allowance_sums AS MATERIALIZED (` + spendReleasesSQL("allowance_taken") + `)`
-
 // spendReleasesSQL sums the allowance ledger's rows of source (a table or CTE of its columns, with
 // its WHERE clause if any) per key and admission instant, and returns per key (key, releases) the
 // sums as a JSON list of throttle.SpendRelease: what the tickets admitted at that instant reserved
@@ -73,7 +63,7 @@ func spendReleasesSQL(source string) string {
 }
 
 // allowanceAppendSQL appends to the allowance ledger, for each limit with allowances drawn on by a
-// ticket of the CTE done whose usage was reported, what those tickets reserved and used, summed per
+// ticket of the CTE done that was admitted on one (allowance_spend) and whose usage was reported, what those tickets reserved and used, summed per
 // key and admission instant (see allowanceTakeSQL). done has each ticket's admitted_at, cost,
 // output_cost, cost_money, limit_keys, and actual, actual_output and actual_money as CompleteMany
 // passes them (actual_money negative: not known, the reservation stands unless no tokens were used).
@@ -84,7 +74,7 @@ const allowanceAppendSQL = `
 		sum(d.actual - d.actual_output), sum(d.actual_output),
 		sum(CASE WHEN d.actual_money >= 0 THEN d.actual_money WHEN d.actual = 0 THEN 0 ELSE d.cost_money END)
 	FROM done d, unnest(d.limit_keys) AS k
-	WHERE d.actual >= 0 AND d.admitted_at IS NOT NULL
+	WHERE d.allowance_spend AND d.actual >= 0 AND d.admitted_at IS NOT NULL
 		AND EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = k AND l.allowances IS NOT NULL)
 	GROUP BY k, d.admitted_at ORDER BY k, d.admitted_at`
 
@@ -143,38 +133,30 @@ type querier interface {
 // Bucket.Refill ignores one that is).
 func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*limitRow, lock string, args ...any) (keys []string, now time.Time, folded bool, err error) {
 	rs, err := tx.Query(ctx, q.s(`WITH held AS MATERIALIZED (`+lock+`
-		), `+releaseTakeSQL+`, `+allowanceTakeSQL+`, clock AS MATERIALIZED ( -- after every lock and the ledgers' deletes: it reads them to their end
+		), `+releaseTakeSQL+`, clock AS MATERIALIZED ( -- after every lock and the ledger's delete: it reads both to their end
 			SELECT coalesce($1::timestamptz, clock_timestamp()) AS now
-			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums,
-				(SELECT count(*) FROM allowance_sums) after_allowance_sums
+			FROM (SELECT count(*) FROM held) after_locks, (SELECT count(*) FROM sums) after_sums
 		)
-		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0),
-			a.releases, c.now
-		FROM held LEFT JOIN sums s ON s.key = held.key LEFT JOIN allowance_sums a ON a.key = held.key CROSS JOIN clock c
-		ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
+		SELECT held.*, s.key IS NOT NULL, coalesce(s.count, 0), coalesce(s.reserved, 0), coalesce(s.refund, 0), coalesce(s.refund_output, 0), c.now
+		FROM held LEFT JOIN sums s ON s.key = held.key CROSS JOIN clock c ORDER BY held.key`), append([]any{q.nowArg()}, args...)...)
 	if err != nil {
 		return nil, now, false, err
 	}
 	defer rs.Close()
 	sums := map[string]throttle.Released{}
-	spends := map[string][]throttle.SpendRelease{}
+	var spending []string // the locked rows with allowances
 	for rs.Next() {
 		var (
-			taken       bool
-			rel         throttle.Released
-			count       int64
-			allowancesJ []byte
+			taken bool
+			rel   throttle.Released
+			count int64
 		)
-		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &allowancesJ, &now)
+		r, err := scanLimit(rs, &taken, &count, &rel.Reserved, &rel.Refund, &rel.RefundOutput, &now)
 		if err != nil {
 			return nil, now, false, err
 		}
-		if allowancesJ != nil {
-			var srs []throttle.SpendRelease
-			if err := json.Unmarshal(allowancesJ, &srs); err != nil {
-				return nil, now, false, fmt.Errorf("allowance ledger of %q: %w", r.limit.Key, err)
-			}
-			spends[r.limit.Key] = srs
+		if len(r.limit.Allowances) > 0 {
+			spending = append(spending, r.limit.Key)
 		}
 		if _, ok := held[r.limit.Key]; !ok {
 			held[r.limit.Key] = r
@@ -191,6 +173,13 @@ func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*li
 	}
 	now = now.UTC()
 	folded = foldReleases(held, sums, now)
+	if len(spending) == 0 {
+		return keys, now, folded, nil
+	}
+	spends, err := q.takeSpends(ctx, tx, spending)
+	if err != nil {
+		return nil, now, false, err
+	}
 	return keys, now, foldSpends(held, spends, now) || folded, nil
 }
 

@@ -30,6 +30,7 @@ CREATE TRIGGER sluice_limit_changed AFTER UPDATE ON sluice_limit FOR EACH ROW
             NEW.learned_output_tokens_per_minute, NEW.learned_output_token_burst))
     EXECUTE FUNCTION sluice_limit_record();
 DROP TABLE IF EXISTS sluice_allowance_release;
-ALTER TABLE sluice_ticket DROP COLUMN IF EXISTS actual_money, DROP COLUMN IF EXISTS cost_money;
+ALTER TABLE sluice_ticket DROP COLUMN IF EXISTS allowance_spend, DROP COLUMN IF EXISTS actual_money,
+    DROP COLUMN IF EXISTS cost_money;
 ALTER TABLE sluice_limit DROP COLUMN IF EXISTS learned_allowances, DROP COLUMN IF EXISTS allowance_state,
     DROP COLUMN IF EXISTS allowances;

@@ -13,9 +13,13 @@ ALTER TABLE sluice_limit
 
 -- cost_money is the reservation in micro-units of the money allowances' currency (a price table's
 -- estimate of the tokens); actual_money what the reported usage cost, NULL when not reported.
+-- allowance_spend marks a ticket admitted on a limit with allowances: only its completion appends
+-- to the allowance ledger (a completion of other tickets looks up no limit). Constant defaults
+-- rewrite nothing.
 ALTER TABLE sluice_ticket
-    ADD COLUMN cost_money   bigint NOT NULL DEFAULT 0 CHECK (cost_money >= 0),
-    ADD COLUMN actual_money bigint;
+    ADD COLUMN cost_money      bigint  NOT NULL DEFAULT 0 CHECK (cost_money >= 0),
+    ADD COLUMN actual_money    bigint,
+    ADD COLUMN allowance_spend boolean NOT NULL DEFAULT false;
 
 -- The allowance ledger: a completion appends, for each limit with allowances that a ticket whose usage
 -- was reported drew on, what the ticket reserved and what it used, summed per key and admission
