@@ -61,6 +61,30 @@ func PoolWith(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	return pool
 }
 
+// heavyLock is the advisory lock Heavy holds on the test database.
+const heavyLock = 0x5_1C_E0_F1EE7
+
+// Heavy waits until no other heavy test runs on the test database, in this or any other package's
+// test binary, and holds that until t ends. A heavy test opens a fleet of pools, 20 connections or
+// more: two of them beside the rest of a parallel suite would pass the server's max_connections
+// (100 by default), and a test would fail to connect ("too many clients already"). Call it before
+// the test's own deadline starts: the wait is not the test's. The wait's outer bound is 30 minutes.
+func Heavy(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, URL(t))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(heavyLock))
+	require.NoError(t, err, "testdb: wait for the other heavy tests")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(heavyLock))
+		_ = conn.Close(ctx) // closing releases the lock too
+	})
+}
+
 // NewSchemaName returns a fresh schema name.
 func NewSchemaName() string {
 	b := make([]byte, 6)
