@@ -272,7 +272,8 @@ func checkSaaS(tb testing.TB, ctx context.Context, e *env, shape saasShape, m *s
 // activities on a line of 40) and checks its invariants, not its pace.
 func TestPlugin_SaaSTenantsCapsHold(t *testing.T) {
 	t.Parallel()
-	testdb.Heavy(t) // a fleet of pools: one such test at a time on the shared database
+	// A fleet of pools: one such test at a time on the shared database.
+	testdb.Heavy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	shape := saasShape{instances: 8, tenants: 300, activities: 600, perWorkflow: 100, apiMax: 40}

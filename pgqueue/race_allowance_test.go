@@ -30,7 +30,8 @@ import (
 // for each allowance equals the usage of the tickets admitted in its window (reservations reconciled).
 func TestQueue_ClaimRaceAllowances(t *testing.T) {
 	t.Parallel()
-	testdb.Heavy(t) // a fleet of pools: one such test at a time on the shared database
+	// A fleet of pools: one such test at a time on the shared database.
+	testdb.Heavy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // an outer bound only
 	defer cancel()
 	const claimers = 16

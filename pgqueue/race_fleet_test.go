@@ -28,7 +28,8 @@ const fleetSeed = 25 // seeds the fleet's tickets: their lines, costs, tenants a
 // usage history adds up, and the replay of the instants proves every cap and rate held throughout.
 func TestQueue_ClaimRaceFleet(t *testing.T) {
 	t.Parallel()
-	testdb.Heavy(t) // a fleet of pools: one such test at a time on the shared database
+	// A fleet of pools: one such test at a time on the shared database.
+	testdb.Heavy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // an outer bound only
 	defer cancel()
 	const racers, keys, tenants = 32, 10_000, 500

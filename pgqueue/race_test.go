@@ -27,7 +27,8 @@ import (
 // exceeded at any instant and that no rate was exceeded over any window.
 func TestQueue_ClaimRace(t *testing.T) {
 	t.Parallel()
-	testdb.Heavy(t) // a fleet of pools: one such test at a time on the shared database
+	// A fleet of pools: one such test at a time on the shared database.
+	testdb.Heavy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // an outer bound only
 	defer cancel()
 
