@@ -114,7 +114,10 @@ func (h *handler) sameOrigin(r *http.Request) error {
 
 // LimitChange is POST api/limits: the key, and throttle.LimitChange in its JSON names (fields left out are kept). A
 // changed rate (requests_per_second, tokens_per_minute, input_tokens_per_minute,
-// output_tokens_per_minute) without its burst puts the burst back to its default. JSON has no NaN or infinity, and a number too large for a float64 is refused.
+// output_tokens_per_minute) without its burst puts the burst back to its default. allowances, when
+// given, replace the key's (each in the operators' syntax, "usd=5.00/day@America/Los_Angeles", or
+// as throttle.Allowance's JSON; [] removes them), and on_spent ("wait" or "refuse") sets what each does
+// when spent. JSON has no NaN or infinity, and a number too large for a float64 is refused.
 type LimitChange struct {
 	Key string `json:"key"`
 	throttle.LimitChange

@@ -171,6 +171,9 @@ func TestDashboard_Writes(t *testing.T) {
 		{"api/limits", `{"key":"openai","tokens_per_minute":1e400}`, good, http.StatusBadRequest, "1e400"},
 		{"api/limits", `{"key":"openai","max_concurrent":-1}`, good, http.StatusBadRequest, "MaxConcurrent must be >= 0"},
 		{"api/limits", `{"key":"openai","color":"red"}`, good, http.StatusBadRequest, `unknown field "color"`},
+		{"api/limits", `{"key":"openai","allowances":["tokens=5/fortnight"]}`, good, http.StatusBadRequest, `period "fortnight"`},
+		{"api/limits", `{"key":"openai","allowances":["usd=1/day","usd=2/day"]}`, good, http.StatusBadRequest, "keep one"},
+		{"api/limits", `{"key":"openai","allowances":["usd=1/day"],"on_spent":"maybe"}`, good, http.StatusBadRequest, `OnSpent must be wait or refuse, got "maybe"`},
 		{"api/pause", `{"key":"openai","seconds":0}`, good, http.StatusBadRequest, "seconds must be from 0 to 31622400 (a year), got 0"},
 		{"api/pause", `{"key":"nope","seconds":10}`, good, http.StatusNotFound, `"nope"`},
 		{"api/resume", `{"key":"nope"}`, good, http.StatusNotFound, `"nope"`},
@@ -196,6 +199,21 @@ func TestDashboard_Writes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, throttle.Limit{Key: "openai", MaxConcurrent: 5, RequestsPerSecond: 5, Burst: 2, TokensPerMinute: 90_000, TokenBurst: 90_000}, after,
 		"an unchanged rate keeps its burst; a changed one goes back to the default")
+
+	// Allowances as an operator writes them; on_spent for all of them.
+	code, body = post(t, rw+"api/limits", `{"key":"openai","allowances":["usd=5.00/day@America/Los_Angeles","requests=1000/hour"],
+		"on_spent":"refuse"}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	after, err = l.q.Limit(ctx, "openai")
+	require.NoError(t, err)
+	require.Equal(t, []string{"usd=5.00/day@America/Los_Angeles", "requests=1000/hour"},
+		[]string{after.Allowances[0].String(), after.Allowances[1].String()})
+	require.Equal(t, throttle.OnSpentRefuse, after.Allowances[1].OnSpent)
+	code, body = post(t, rw+"api/limits", `{"key":"openai","allowances":[]}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	after, err = l.q.Limit(ctx, "openai")
+	require.NoError(t, err)
+	require.Empty(t, after.Allowances, "an empty list removes them")
 
 	code, body = post(t, rw+"api/pause", `{"key":"openai","seconds":600}`, good)
 	require.Equal(t, http.StatusOK, code, body)

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -140,6 +141,27 @@ func (a Allowance) String() string {
 		amount = formatMicros(a.Amount)
 	}
 	return a.meterName() + "=" + amount + "/" + a.periodName()
+}
+
+// UnmarshalJSON reads an allowance given either as its JSON object (meter, currency, amount,
+// calendar, zone, rolling in nanoseconds, on_spent: what Sluice stores) or as a string in the
+// operators' syntax ("usd=5.00/day@America/Los_Angeles", read by ParseAllowance, OnSpent left zero),
+// which is what a person writes in an API call. It does not validate the object form.
+func (a *Allowance) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var spec string
+		if err := json.Unmarshal(b, &spec); err != nil {
+			return err
+		}
+		parsed, err := ParseAllowance(spec)
+		if err != nil {
+			return err
+		}
+		*a = parsed
+		return nil
+	}
+	type plain Allowance // without this method
+	return json.Unmarshal(b, (*plain)(a))
 }
 
 // FormatAmount writes n in a's unit, as an operator reads it: money as a decimal with its currency

@@ -1,6 +1,7 @@
 package throttle_test
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -202,4 +203,21 @@ func FuzzParseAllowance(f *testing.F) {
 		require.Equal(t, a, back)
 		_, _ = a.Window(time.Date(2026, 3, 8, 10, 0, 0, 0, time.UTC))
 	})
+}
+
+func TestAllowance_UnmarshalJSON(t *testing.T) {
+	t.Parallel()
+	var got []throttle.Allowance
+	require.NoError(t, json.Unmarshal([]byte(`["usd=5.00/day@America/Los_Angeles",
+		{"meter":"tokens","amount":1000,"rolling":3600000000000,"on_spent":"refuse"}]`), &got))
+	usd := mustParse(t, "usd=5.00/day@America/Los_Angeles")
+	require.Equal(t, []throttle.Allowance{usd, {Meter: throttle.MeterTokens, Amount: 1000, Rolling: time.Hour, OnSpent: throttle.OnSpentRefuse}}, got)
+	// What Sluice stores reads back as it was.
+	b, err := json.Marshal(got)
+	require.NoError(t, err)
+	var again []throttle.Allowance
+	require.NoError(t, json.Unmarshal(b, &again))
+	require.Equal(t, got, again)
+	err = json.Unmarshal([]byte(`["tokens=5/fortnight"]`), &got)
+	require.EqualError(t, err, `throttle: allowance "tokens=5/fortnight": period "fortnight": want hour, day, week, month or a duration such as 24h`)
 }
