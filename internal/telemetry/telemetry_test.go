@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uber-go/tally/v4"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -113,4 +114,33 @@ func counter(t *testing.T, snap tally.Snapshot, name, key string) int64 {
 	}
 	require.Failf(t, "no counter", "%s{sluice_key=%s}", name, key)
 	return 0
+}
+
+// A refused ticket's wait span ends at the refusal, in error, and the refusal is counted by the limit
+// that refused it.
+func TestTelemetry_Refused(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+	scope := tally.NewTestScope("", nil)
+	tm := New(tp, temporaltally.NewMetricsHandler(scope))
+	tk := pgqueue.Ticket{ID: 9, LineKey: "llm", LimitKeys: []string{"llm", "tenant:free"}, EnqueuedAt: t0,
+		FinishedAt: t0.Add(2 * time.Second), OutcomeKind: pgqueue.OutcomeRefused, WaitReason: "allowance of tenant:free"}
+
+	tm.Refused(tk)
+	spans := rec.Ended()
+	require.Len(t, spans, 1)
+	s := spans[0]
+	require.Equal(t, SpanWait, s.Name())
+	require.Equal(t, t0.Add(2*time.Second), s.EndTime())
+	require.Equal(t, codes.Error, s.Status().Code)
+	require.Equal(t, "refused: an allowance of tenant:free is spent", s.Status().Description)
+	var refused int64
+	for _, c := range scope.Snapshot().Counters() {
+		if c.Name() == MetricTicketsRefused && c.Tags()["sluice_key"] == "llm" && c.Tags()["sluice_refused_by"] == "tenant:free" {
+			refused = c.Value()
+		}
+	}
+	require.EqualValues(t, 1, refused)
 }
