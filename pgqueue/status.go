@@ -94,7 +94,7 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			return err
 		}
 		defer rows.Close()
-		read := map[string]*limitRow{}
+		read, order := map[string]*limitRow{}, []*limitRow{}
 		for rows.Next() {
 			var s KeyStatus
 			var oldest *time.Time
@@ -104,8 +104,8 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 			if err != nil {
 				return err
 			}
-			s.LimitStatus, s.Now = LimitStatus{Configured: r.configured, Effective: r.limit, State: r.state}, now.UTC()
-			read[r.limit.Key] = r
+			s.Now = now.UTC()
+			read[r.limit.Key], order = r, append(order, r)
 			if oldest != nil {
 				s.OldestQueued = oldest.UTC()
 			}
@@ -121,8 +121,8 @@ func (q *Queue) Status(ctx context.Context, keys ...string) ([]KeyStatus, error)
 		if err := q.foldPendingSpends(ctx, tx, read, now.UTC()); err != nil {
 			return err
 		}
-		for i := range out {
-			out[i].LimitStatus = read[out[i].Configured.Key].status(now.UTC())
+		for i, r := range order { // the status once the pending reconciliations are folded in
+			out[i].LimitStatus = r.status(now.UTC())
 		}
 		return nil
 	})
