@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -217,30 +218,32 @@ var _ admission.Run = runHandle{}
 
 func (h runHandle) Facts() admission.Facts { return h.inv.admissionFacts() }
 func (h runHandle) ReportUsage(used throttle.Cost) {
-	// Priced by the route's model when there is a price table; a model the table lacks was refused
-	// when the plugin was built, so an error here leaves the money unknown (the reservation stands).
-	var money int64
-	if p := h.r.cfg.Prices; p != nil && h.inv.model != "" {
-		money, _ = p.Cost(h.inv.model, throttle.Usage{Input: used.Input, Output: used.Output})
-	}
+	// Priced by the route's model, if it names one: NewPlugin refused a model the price table lacks,
+	// so an error here leaves the money unknown (the reservation stands).
+	money, _ := h.price("", throttle.Usage{Input: used.Input, Output: used.Output})
 	h.inv.reportUsage(used, money)
 }
 
 func (h runHandle) ReportModelUsage(model string, u throttle.Usage) error {
-	if model == "" {
-		model = h.inv.model
-	}
-	var money int64
-	if p := h.r.cfg.Prices; p != nil && model != "" {
-		var err error
-		if money, err = p.Cost(model, u); err != nil {
-			return err
-		}
-	} else if model != "" {
-		return fmt.Errorf("no price table (sluiceinterceptor.Options.Prices) prices model %q", model)
+	money, err := h.price(model, u)
+	if err != nil {
+		return err
 	}
 	h.inv.reportUsage(throttle.Cost{Input: u.Input, Output: u.Output}, money)
 	return nil
+}
+
+// price is what u cost on model (empty: the route's) by the price table; 0, not known, when neither
+// names a model.
+func (h runHandle) price(model string, u throttle.Usage) (int64, error) {
+	model = cmp.Or(model, h.inv.model)
+	switch {
+	case model == "":
+		return 0, nil
+	case h.r.cfg.Prices == nil:
+		return 0, fmt.Errorf("no price table (sluiceinterceptor.Options.Prices) prices model %q", model)
+	}
+	return h.r.cfg.Prices.Cost(model, u)
 }
 func (h runHandle) RateLimited(until time.Time) { h.inv.rateLimited(until) }
 
