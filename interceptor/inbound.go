@@ -107,10 +107,13 @@ func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo,
 	}
 	if route.Model != "" && p.opts.Prices != nil {
 		// Validated at NewPlugin: the table prices the model; an estimate too large is the route's.
-		if ep.CostMoney, err = p.opts.Prices.Estimate(route.Model, cost); err != nil || ep.CostMoney > throttle.MaxAllowanceAmount {
-			return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("sluice: Routes[%q]: the price of %d input and %d output tokens of %q: %v, got %d", name, cost.Input, cost.Output,
-					route.Model, err, ep.CostMoney), "SluiceBadCost", nil)
+		if ep.CostMoney, err = p.opts.Prices.Estimate(route.Model, cost); err == nil && ep.CostMoney > throttle.MaxAllowanceAmount {
+			err = fmt.Errorf("%d micro-units, more than an allowance may hold (%d)", ep.CostMoney, throttle.MaxAllowanceAmount)
+		}
+		if err != nil {
+			return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"sluice: Routes[%q]: the price of %d input and %d output tokens of %q: %v", name, cost.Input, cost.Output, route.Model, err),
+				"SluiceBadCost", nil)
 		}
 	}
 	if ep.FairnessKey, ep.Weight, err = routeFairness(name, route, ai, args); err != nil {
