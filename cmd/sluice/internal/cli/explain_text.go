@@ -177,11 +177,15 @@ func figures(l throttle.LimitWait, c throttle.Spend, now time.Time) string {
 
 // binding is the dimension of l that refuses the ticket, or nearest to refusing it.
 func binding(l throttle.LimitWait, c throttle.Spend, now time.Time) dimension {
+	if !l.Room && l.Spent != nil { // of several allowances, the one that refuses
+		a := l.Spent.Allowance
+		return allowanceDimension(a, l.Key, l.State.Allowances[a.Key()], c, now)
+	}
 	ds := dimensions(l, c, now)
 	var best dimension
 	for i, d := range ds {
-		if !l.Room && d.reason == l.Reason && (l.Spent == nil || strings.HasPrefix(d.why, "allowance "+l.Spent.Allowance.String()+" of ")) {
-			return d // of several allowances, the one that refuses
+		if !l.Room && d.reason == l.Reason {
+			return d
 		}
 		if i == 0 || d.fill > best.fill {
 			best = d
