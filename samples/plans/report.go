@@ -1,50 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
-	"time"
-
-	"go.temporal.io/sdk/client"
-
-	"github.com/sluicehq/sluice/pgqueue"
 )
-
-// askPhase has every tenant ask its questions at once, one workflow each, on the sample's clock at
-// clock, and reads how each tenant's allowance stands afterwards.
-func askPhase(ctx context.Context, c client.Client, q *pgqueue.Queue, cfg Config, name string, clock time.Time,
-	count func(Plan) int) (Phase, error) {
-	ph := Phase{Name: name, Clock: clock, Asked: map[string]Asked{}, Allowances: map[string]pgqueue.AllowanceStatus{}}
-	runs := map[string]client.WorkflowRun{}
-	for _, p := range cfg.Plans {
-		qs := make([]Question, count(p))
-		for i := range qs {
-			qs[i] = Question{Tenant: p.Tenant, N: i, Prompt: p.Prompt, Cached: p.Cached, MaxTokens: p.MaxTokens}
-		}
-		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: cfg.TaskQueue,
-			ID: fmt.Sprintf("plans-%s-%s-%s", p.Tenant, strings.ReplaceAll(name, " ", "-"), randomHex(3))}, AskAll, qs)
-		if err != nil {
-			return ph, err
-		}
-		runs[p.Tenant] = run
-	}
-	for _, p := range cfg.Plans {
-		var a Asked
-		if err := runs[p.Tenant].Get(ctx, &a); err != nil {
-			return ph, fmt.Errorf("tenant %s: %w", p.Tenant, err)
-		}
-		ph.Asked[p.Tenant] = a
-		st, err := q.LimitStatus(ctx, "tenant:"+p.Tenant)
-		if err != nil {
-			return ph, err
-		}
-		ph.Allowances[p.Tenant] = st.Allowances[0]
-	}
-	return ph, nil
-}
 
 // report prints each phase: per tenant, what was asked, answered and refused, the tokens and money
 // the answers used, the allowance's use and reset, and the first refusal's message.
