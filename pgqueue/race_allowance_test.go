@@ -16,9 +16,12 @@ import (
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// TestQueue_ClaimRaceAllowances races 16 claimers, each on its own pool, over tickets drawing on limits
-// with allowances: a free plan that refuses when spent, a pro plan that waits (tokens and money), and
-// a provider with an hourly request allowance, and a batch line with a rolling output-token one. The clock is injected
+// TestQueue_ClaimRaceAllowances races 16 claimers, each on its own pool and each a replica that owns a
+// sixteenth of the tickets (it runs its own at once and takes what the others admitted for it), over
+// tickets drawing on limits with allowances: a free plan that refuses when spent, a pro plan that
+// waits (tokens and money), a provider with an hourly request allowance, a batch line with a rolling
+// output-token one, and a cap of one request a day for each of the pro plan's tenants (hundreds of
+// keys, locked as the claims reach them). The clock is injected
 // and frozen while claims run (the claimers hold a read lock; the clock moves under the write lock),
 // so that every claim decides at an instant no earlier than any claim committed before it, as the
 // database's clock read under the row locks would; it starts three minutes before midnight in Los
@@ -54,6 +57,12 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 		{Key: "plan:pro", Allowances: throttle.Allowances{parse("tokens=50000/day@America/Los_Angeles", false),
 			parse("usd=0.25/day@America/Los_Angeles", false)}},
 	}
+	// A tenant's cap of one request a day (waiting when spent) for every two of pro's tickets: the
+	// first is admitted before midnight, the second after it, unless its deadline comes first.
+	for n := range nTickets / 2 {
+		limits = append(limits, throttle.Limit{Key: fmt.Sprintf("tenant:%03d", n),
+			Allowances: throttle.Allowances{parse("requests=1/day@America/Los_Angeles", false)}})
+	}
 	byKey := map[string]throttle.Limit{}
 	for _, l := range limits {
 		byKey[l.Key] = l
@@ -68,6 +77,7 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 	require.NoError(t, q.UpsertLimits(ctx, limits...))
 
 	rng := rand.New(rand.NewPCG(28, 12))
+	pro := 0
 	for i := range nTickets {
 		p := pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Owner: fmt.Sprintf("w%d", i%claimers)}
 		switch rng.IntN(5) {
@@ -75,6 +85,9 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 			p.LimitKeys[1] = "plan:free"
 		case 1:
 			p.LimitKeys = []string{"batch"}
+		default:
+			p.LimitKeys = append(p.LimitKeys, fmt.Sprintf("tenant:%03d", pro/2))
+			pro++
 		}
 		p.Cost = int64(100 + rng.IntN(300))
 		p.OutputCost = rng.Int64N(p.Cost + 1)
@@ -120,11 +133,14 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 		cfg.MaxConns = 1 // a racer claims and completes in turn: 16 connections in all, beside the suite's other tests
 		cq, err := pgqueue.New(testdb.PoolWith(t, cfg), pgqueue.Options{Schema: schema, Now: clock.Now})
 		require.NoError(t, err)
+		owner := fmt.Sprintf("w%d", c)
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 28))
 			for runCtx.Err() == nil {
+				// Each racer is a replica: its claim admits for every owner, and runs its own at once;
+				// it takes what the others admitted for it.
 				frozen.RLock()
-				res, err := cq.Claim(ctx, pgqueue.ClaimParams{Max: 8, MaxLines: 2})
+				res, err := cq.Claim(ctx, pgqueue.ClaimParams{Max: 8, MaxLines: 2, Owner: owner})
 				frozen.RUnlock()
 				if err != nil {
 					violate("claim: %v", err)
@@ -135,7 +151,18 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 				case ticked <- struct{}{}:
 				default:
 				}
+				taken, err := cq.TakeAdmitted(ctx, owner, 64)
+				if err != nil {
+					violate("take: %v", err)
+					return
+				}
+				mine := taken
 				for _, tk := range res.Admitted {
+					if tk.Owner == owner {
+						mine = append(mine, tk)
+					}
+				}
+				for _, tk := range mine {
 					// Usage at or below the reservation in every meter: refunds only.
 					out := rng.Int64N(tk.OutputCost + 1)
 					actual := out + rng.Int64N(tk.Cost-tk.OutputCost+1)
@@ -146,7 +173,7 @@ func TestQueue_ClaimRaceAllowances(t *testing.T) {
 						return
 					}
 				}
-				if finished.Add(int64(len(res.Admitted)+len(res.Refused)+len(res.Expired))) >= int64(nTickets) {
+				if finished.Add(int64(len(mine)+len(res.Refused)+len(res.Expired))) >= int64(nTickets) {
 					stop()
 				}
 			}
