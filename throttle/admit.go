@@ -185,7 +185,7 @@ func (l Limit) AdmitCost(s State, now time.Time, c Cost) State {
 		}
 	}
 	s.InflightCount++
-	s.InflightTokens += c.Total()
+	s.InflightTokens = satAdd(s.InflightTokens, c.Total())
 	return s
 }
 

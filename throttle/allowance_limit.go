@@ -40,7 +40,7 @@ func (l Limit) AdmitSpend(s State, now time.Time, sp Spend) State {
 // tickets admitted at the same instant, all of whose usage was reported. The token buckets and
 // in-flight figures are released apart (ReleaseMany).
 func (l Limit) ReleaseSpend(s State, now time.Time, r SpendRelease) State {
-	if len(l.Allowances) > 0 {
+	if len(l.Allowances) > 0 || len(s.Allowances) > 0 {
 		s.Allowances = l.Allowances.Release(s.Allowances, now, r)
 	}
 	return s
@@ -55,6 +55,10 @@ type Spent struct {
 	// usage); Needs what the ticket would count.
 	Used  int64 `json:"used"`
 	Needs int64 `json:"needs"`
+	// Refundable is what the tickets in flight may still give back of Used when they report their
+	// usage (Allowance.Refundable): while it would make room, the ticket waits rather than being
+	// refused.
+	Refundable int64 `json:"refundable,omitzero"`
 	// WindowStart and WindowEnd bound the current window of a calendar allowance; zero for a rolling
 	// one.
 	WindowStart time.Time `json:"window_start,omitzero"`
@@ -73,7 +77,8 @@ func (l Limit) SpentAllowance(s State, now time.Time, sp Spend) (Spent, bool) {
 		return Spent{}, false
 	}
 	a := l.Allowances[i]
-	out := Spent{Allowance: a, Used: a.Used(s.Allowances[a.Key()], now), Needs: a.Of(sp), ResetAt: d.RetryAt}
+	st := s.Allowances[a.Key()]
+	out := Spent{Allowance: a, Used: a.Used(st, now), Needs: a.Of(sp), ResetAt: d.RetryAt, Refundable: a.Refundable(st, now)}
 	if a.Calendar != "" {
 		start, end := a.Window(now)
 		out.WindowStart, out.WindowEnd = start.UTC(), end.UTC()
@@ -84,8 +89,17 @@ func (l Limit) SpentAllowance(s State, now time.Time, sp Spend) (Spent, bool) {
 // Refuses reports whether a ticket whose deadline is deadline (zero: none) is refused at once rather
 // than left waiting for s: its allowance says so (OnSpentRefuse), it will never have room (a zero
 // ResetAt), or Temporal would time the ticket out before it has (the deadline is not after ResetAt).
+// It is not refused, whatever the rest, while what the tickets in flight may give back
+// (Refundable) would make room for it: it waits for their releases, and is refused after them if
+// they gave back too little.
 func (s Spent) Refuses(deadline time.Time) bool {
-	return s.Allowance.OnSpent == OnSpentRefuse || s.ResetAt.IsZero() || (!deadline.IsZero() && !deadline.After(s.ResetAt))
+	if s.ResetAt.IsZero() {
+		return true
+	}
+	if used := s.Used - s.Refundable; s.Refundable > 0 && used < s.Allowance.Amount && s.Needs <= s.Allowance.Amount-used {
+		return false
+	}
+	return s.Allowance.OnSpent == OnSpentRefuse || (!deadline.IsZero() && !deadline.After(s.ResetAt))
 }
 
 // Error says which allowance is spent, what was used of it and when it resets, as the refused ticket's

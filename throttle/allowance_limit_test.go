@@ -90,8 +90,18 @@ func TestDecideClaim_Allowances(t *testing.T) {
 		t.Parallel()
 		l := withAllowances(t, throttle.Limit{Key: "k"}, "tokens=1000/day")
 		l.Allowances[0].OnSpent = throttle.OnSpentRefuse
-		d := decide(t, page(l, costing(cand(1, "k"), 800), costing(cand(2, "k"), 300), costing(cand(3, "k"), 200)))
-		require.Equal(t, []int64{1, 3}, admittedIDs(d), "the small ticket behind the refused one still fits")
+		// 800 admitted earlier today, released having used all of it: nothing is in flight to give
+		// any back.
+		p := page(l, costing(cand(2, "k"), 300), costing(cand(3, "k"), 200))
+		ls := p.Limits["k"]
+		sp := throttle.Spend{Tokens: throttle.Tokens(800)}
+		ls.State = l.AdmitSpend(ls.State, evening.Add(-time.Hour), sp)
+		ls.State = l.ReleaseSpend(ls.State, evening.Add(-time.Minute), throttle.SpendRelease{AdmittedAt: evening.Add(-time.Hour),
+			Reserved: sp, Actual: sp, Reported: true, Charged: l.Allowances.Keys()})
+		require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-03-07T00:00:00Z"), Used: 800}, ls.State.Allowances["tokens/day"])
+		p.Limits = map[string]throttle.LimitState{"k": ls}
+		d := decide(t, p)
+		require.Equal(t, []int64{3}, admittedIDs(d), "the small ticket behind the refused one still fits")
 		require.Len(t, d.Refused, 1)
 		r := d.Refused[0]
 		require.Equal(t, int64(2), r.ID)
@@ -140,6 +150,78 @@ func TestDecideClaim_Allowances(t *testing.T) {
 		require.Equal(t, []int64{2}, admittedIDs(d))
 		require.Equal(t, "tenant:free", d.Refused[0].Key)
 	})
+}
+
+// TestDecideClaim_AllowanceWithATicketInFlight: a ticket an allowance has no room for, while a ticket
+// admitted before it is in flight holding enough to make room, waits for that release instead of
+// being refused (Spent.Refuses), even when its allowance refuses or its deadline comes before the
+// reset; it is refused once the release gave back too little, and admitted when it gave back enough.
+func TestDecideClaim_AllowanceWithATicketInFlight(t *testing.T) {
+	t.Parallel()
+	evening := utc(t, "2026-03-07T23:00:00Z")
+	midnight := utc(t, "2026-03-08T00:00:00Z")
+	admittedAt := evening.Add(-time.Hour)
+	inFlight := throttle.Spend{Tokens: throttle.Tokens(800)}
+	for _, tc := range []struct {
+		name     string
+		onSpent  throttle.OnSpent
+		deadline time.Time
+	}{
+		{"AllowanceRefuses", throttle.OnSpentRefuse, time.Time{}},
+		{"DeadlineBeforeTheReset", throttle.OnSpentWait, evening.Add(30 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := withAllowances(t, throttle.Limit{Key: "k"}, "tokens=1000/day")
+			l.Allowances[0].OnSpent = tc.onSpent
+			l = l.WithDefaults()
+			held := l.AdmitSpend(throttle.State{}, admittedAt, inFlight)
+			require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-03-07T00:00:00Z"), Used: 800, Held: 800},
+				held.Allowances["tokens/day"])
+			c := costing(cand(2, "k"), 300)
+			c.Deadline = tc.deadline
+			page := func(s throttle.State) throttle.ClaimPage {
+				return throttle.ClaimPage{Line: "k", Limits: map[string]throttle.LimitState{"k": {Limit: l, State: s}},
+					Candidates: []throttle.Candidate{c}, Now: evening, Budget: 10}
+			}
+			wantSpent := throttle.Spent{Allowance: l.Allowances[0], Used: 800, Needs: 300, Refundable: 800,
+				WindowStart: utc(t, "2026-03-07T00:00:00Z"), WindowEnd: midnight, ResetAt: midnight}
+
+			// In flight: its 800 may come back, and 300 fit in what would be left.
+			sp, ok := l.SpentAllowance(held, evening, throttle.Spend{Tokens: throttle.Tokens(300)})
+			require.True(t, ok)
+			require.Equal(t, wantSpent, sp)
+			require.False(t, sp.Refuses(tc.deadline))
+			d := decide(t, page(held))
+			require.Empty(t, d.Admitted)
+			require.Empty(t, d.Refused, "it waits for the ticket in flight")
+			require.Equal(t, throttle.ReasonAllowance, d.Blocked)
+			require.Equal(t, waitsFor("k", throttle.ReasonAllowance, 2), d.Waits)
+			require.Equal(t, midnight, d.RetryAt)
+
+			release := func(actual int64) throttle.State {
+				return l.ReleaseSpend(held, evening, throttle.SpendRelease{AdmittedAt: admittedAt, Reserved: inFlight,
+					Actual: throttle.Spend{Tokens: throttle.Tokens(actual)}, Reported: true, Charged: l.Allowances.Keys()})
+			}
+
+			// Released having used all 800: nothing came back, nothing can; refused.
+			d = decide(t, page(release(800)))
+			require.Empty(t, d.Admitted)
+			require.Empty(t, d.Waits)
+			require.Equal(t, throttle.ReasonNone, d.Blocked)
+			require.Len(t, d.Refused, 1)
+			require.Equal(t, int64(2), d.Refused[0].ID)
+			wantSpent.Refundable = 0
+			require.Equal(t, wantSpent, d.Refused[0].Spent)
+
+			// Released having used 100: 700 came back, and the ticket is admitted.
+			d = decide(t, page(release(100)))
+			require.Equal(t, []int64{2}, admittedIDs(d))
+			require.Empty(t, d.Refused)
+			require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-03-07T00:00:00Z"), Used: 400, Held: 300},
+				d.States["k"].Allowances["tokens/day"])
+		})
+	}
 }
 
 func TestLimit_EqualAndValidateAllowances(t *testing.T) {

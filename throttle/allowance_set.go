@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -48,6 +49,10 @@ type SpendRelease struct {
 	// Void reports that the ticket never ran (cancelled or taken back before it started): all it
 	// reserved, its request included, is given back; Actual and Reported are ignored.
 	Void bool `json:"void,omitempty"`
+	// Charged are the allowances (by Allowance.Key) that counted the ticket when it was admitted:
+	// only they reconcile it. An allowance added while the ticket was in flight never counted it,
+	// so it is given nothing back. Empty reconciles nothing.
+	Charged []string `json:"charged,omitempty"`
 }
 
 // Allowances are a limit's allowances, all applied to each ticket: it is admitted only when every
@@ -57,7 +62,13 @@ type Allowances []Allowance
 // AllowanceStates are the states of a limit's allowances, by Allowance.Key: changing an allowance's
 // amount keeps its state, changing its meter or period starts a new one. A missing key is a zero
 // state; a nil AllowanceStates has counted nothing. The methods of Allowances never modify the map
-// they are given: they return a new one, holding the states of the allowances given them only.
+// they are given: they return a new one.
+//
+// The state of an allowance that was removed is kept until its window has passed (calendar) or all
+// it counted has fallen out (rolling), and is reconciled with the tickets it counted meanwhile: an
+// allowance removed and added back within its window goes on from what it had counted, so removing
+// it is no way to reset a day's spend, and the refund of a ticket it counted before goes back to
+// it, not to a count that never held the ticket.
 type AllowanceStates map[string]AllowanceState
 
 // Validate reports the first problem with as: an invalid allowance (Allowance.Validate), two of the
@@ -105,18 +116,39 @@ func (as Allowances) Check(st AllowanceStates, now time.Time, sp Spend) (Decisio
 // Admit returns st after a ticket spending sp was admitted at now on every allowance of as
 // (Allowance.Admit). It does not check: call Check first.
 func (as Allowances) Admit(st AllowanceStates, now time.Time, sp Spend) AllowanceStates {
-	out := make(AllowanceStates, len(as))
+	out := as.kept(st, now)
 	for _, a := range as {
 		out[a.Key()] = a.Admit(st[a.Key()], now, a.Of(sp))
 	}
 	return out
 }
 
-// Release returns st after the ticket of r finished at now, reconciled on every allowance of as in
-// the window it was admitted in (Allowance.Release). A void r gives back all it reserved.
+// Keys are the keys of as (Allowance.Key), in order: what a ticket admitted now is charged on
+// (SpendRelease.Charged).
+func (as Allowances) Keys() []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.Key()
+	}
+	return out
+}
+
+// Release returns st after the ticket of r finished at now, reconciled in the window it was admitted
+// in (Allowance.Release) on each allowance that counted it (r.Charged): one of as, or one removed
+// since whose state is kept. A void r gives back all it reserved.
 func (as Allowances) Release(st AllowanceStates, now time.Time, r SpendRelease) AllowanceStates {
-	out := make(AllowanceStates, len(as))
-	for _, a := range as {
+	out := as.kept(st, now)
+	for _, key := range r.Charged {
+		a, ok := as.byKey(key)
+		if !ok {
+			if a, ok = allowanceOfKey(key); !ok {
+				continue
+			}
+		}
+		s, counted := st[key]
+		if !counted {
+			continue // its state is gone: its window has passed, and with it the reconciliation
+		}
 		actual := int64(-1)
 		switch {
 		case r.Void:
@@ -124,9 +156,49 @@ func (as Allowances) Release(st AllowanceStates, now time.Time, r SpendRelease) 
 		case r.Reported:
 			actual = a.Of(r.Actual)
 		}
-		out[a.Key()] = a.Release(st[a.Key()], now, r.AdmittedAt, a.Of(r.Reserved), actual)
+		out[key] = a.Release(s, now, r.AdmittedAt, a.Of(r.Reserved), actual)
 	}
 	return out
+}
+
+// byKey returns the allowance of as whose Key is key.
+func (as Allowances) byKey(key string) (Allowance, bool) {
+	for _, a := range as {
+		if a.Key() == key {
+			return a, true
+		}
+	}
+	return Allowance{}, false
+}
+
+// kept returns a copy of st holding the states of the allowances of as and, of the others (removed
+// from the limit), those that still count something at now.
+func (as Allowances) kept(st AllowanceStates, now time.Time) AllowanceStates {
+	out := make(AllowanceStates, len(st)+len(as))
+	for key, s := range st {
+		if _, ok := as.byKey(key); ok {
+			out[key] = s
+			continue
+		}
+		if a, ok := allowanceOfKey(key); ok {
+			if r := a.roll(s, now); r.Used != 0 || r.Earlier != nil || r.Held != 0 {
+				out[key] = s
+			}
+		}
+	}
+	return out
+}
+
+// allowanceOfKey is the allowance a Key names (Allowance.Key: meter and period), with an Amount of 1:
+// what a removed allowance's state is rolled and reconciled with. Reports false for a key that is
+// not one.
+func allowanceOfKey(key string) (Allowance, bool) {
+	meter, period, ok := strings.Cut(key, "/")
+	if !ok {
+		return Allowance{}, false
+	}
+	a, err := ParseAllowance(meter + "=1/" + period)
+	return a, err == nil
 }
 
 // Join is the decision of a ticket that d and o must both admit, d's the first tested (a limit's

@@ -66,8 +66,10 @@ func TestAllowances(t *testing.T) {
 		st := as.Admit(nil, noon, sp)
 		day, hour := utc(t, "2026-05-05T00:00:00Z"), utc(t, "2026-05-05T12:00:00Z")
 		require.Equal(t, throttle.AllowanceStates{
-			"tokens/day": {Start: day, Used: 400}, "requests/hour": {Start: hour, Used: 1}, "usd/day": {Start: day, Used: 250_000},
-		}, st)
+			"tokens/day":    {Start: day, Used: 400, Held: 400},
+			"requests/hour": {Start: hour, Used: 1, Held: 1},
+			"usd/day":       {Start: day, Used: 250_000, Held: 250_000},
+		}, st, "each holds what it counted until the ticket is released")
 	})
 
 	t.Run("TheTightestBinds", func(t *testing.T) {
@@ -87,14 +89,18 @@ func TestAllowances(t *testing.T) {
 	t.Run("ReleasesInTheAdmissionsWindow", func(t *testing.T) {
 		t.Parallel()
 		st := as.Admit(nil, noon, sp)
+		day := utc(t, "2026-05-05T00:00:00Z")
 		used := throttle.Spend{Tokens: throttle.Cost{Input: 300, Output: 20}, Money: 210_000}
-		got := as.Release(st, noon.Add(time.Hour), throttle.SpendRelease{AdmittedAt: noon, Reserved: sp, Actual: used, Reported: true})
-		require.Equal(t, int64(320), got["tokens/day"].Used)
-		require.Equal(t, int64(210_000), got["usd/day"].Used)
+		charged := as.Keys()
+		got := as.Release(st, noon.Add(time.Hour), throttle.SpendRelease{AdmittedAt: noon, Reserved: sp, Actual: used, Reported: true, Charged: charged})
+		require.Equal(t, throttle.AllowanceState{Start: day, Used: 320}, got["tokens/day"], "80 unused come back; nothing held")
+		require.Equal(t, throttle.AllowanceState{Start: day, Used: 210_000}, got["usd/day"])
 		require.Equal(t, throttle.AllowanceState{Start: noon.Add(time.Hour)}, got["requests/hour"], "a new hour; requests are never refunded")
-		got = as.Release(st, noon, throttle.SpendRelease{AdmittedAt: noon, Reserved: sp, Actual: used})
-		require.Equal(t, st, got, "not reported: the reservation stands")
-		got = as.Release(st, noon.Add(12*time.Hour), throttle.SpendRelease{AdmittedAt: noon, Reserved: sp, Reported: true})
+		got = as.Release(st, noon, throttle.SpendRelease{AdmittedAt: noon, Reserved: sp, Actual: used, Charged: charged})
+		require.Equal(t, throttle.AllowanceStates{
+			"tokens/day": {Start: day, Used: 400}, "requests/hour": {Start: noon, Used: 1}, "usd/day": {Start: day, Used: 250_000},
+		}, got, "not reported: the reservation stands, no longer held")
+		got = as.Release(st, noon.Add(12*time.Hour), throttle.SpendRelease{AdmittedAt: noon, Reserved: sp, Reported: true, Charged: charged})
 		require.Equal(t, throttle.AllowanceStates{"tokens/day": {Start: noon.Add(12 * time.Hour)},
 			"requests/hour": {Start: noon.Add(12 * time.Hour)}, "usd/day": {Start: noon.Add(12 * time.Hour)}}, got,
 			"the next day: yesterday's refund is dropped")
@@ -109,8 +115,12 @@ func TestAllowances(t *testing.T) {
 		d, _ := changed.Check(st, noon, sp)
 		require.Equal(t, throttle.ReasonAllowance, d.Reason, "400 of 500 used: 400 more do not fit")
 		got := changed.Admit(st, noon, throttle.Spend{Tokens: throttle.Cost{Input: 50}})
-		require.Equal(t, throttle.AllowanceStates{"tokens/day": {Start: utc(t, "2026-05-05T00:00:00Z"), Used: 450}}, got,
-			"only the allowances given are kept")
+		day := utc(t, "2026-05-05T00:00:00Z")
+		require.Equal(t, throttle.AllowanceStates{
+			"tokens/day":    {Start: day, Used: 450, Held: 450},
+			"requests/hour": {Start: noon, Used: 1, Held: 1},
+			"usd/day":       {Start: day, Used: 250_000, Held: 250_000},
+		}, got, "the removed allowances still count something this window: kept; a key that names no allowance is not")
 		require.Len(t, st, before, "the map given is not modified")
 		require.Equal(t, int64(400), st["tokens/day"].Used)
 	})
@@ -182,7 +192,7 @@ func TestAllowances_LimitAndAllowancesTogether(t *testing.T) {
 			h.used = throttle.Spend{Tokens: throttle.Cost{Input: h.sp.Tokens.Input, Output: r.Int64N(h.sp.Tokens.Output + 1)}}
 			h.used.Money = h.used.Tokens.Input + 4*h.used.Tokens.Output
 			s = l.ReleaseMany(s, now, throttle.ReleasedCost(h.sp.Tokens, h.used.Tokens, true))
-			st = as.Release(st, now, throttle.SpendRelease{AdmittedAt: h.at, Reserved: h.sp, Actual: h.used, Reported: true})
+			st = as.Release(st, now, throttle.SpendRelease{AdmittedAt: h.at, Reserved: h.sp, Actual: h.used, Reported: true, Charged: as.Keys()})
 			held = append(held[:i], held[i+1:]...)
 		}
 	}

@@ -33,6 +33,21 @@ type AllowanceState struct {
 	// Earlier, for a rolling period, is what was counted in the slices before Start's, oldest first;
 	// nil when they counted nothing and for a calendar period.
 	Earlier []int64 `json:"earlier,omitempty"`
+	// Held is what the tickets admitted and not yet released reserved, of what Used counts: what
+	// reported usage may still give back (Refundable). For a calendar period it counts the tickets
+	// of the current window (a new window starts from 0); for a rolling one every ticket in flight.
+	Held int64 `json:"held,omitzero"`
+}
+
+// Refundable is what the tickets in flight may still give back to a at now, when they report their
+// usage: what they reserved of what a counts (Held), at most what it has counted. A requests
+// allowance gives nothing back (a request is spent once sent), so it is 0 for one.
+func (a Allowance) Refundable(s AllowanceState, now time.Time) int64 {
+	if a.Meter == MeterRequests {
+		return 0
+	}
+	s = a.roll(s, now)
+	return max(0, min(s.Held, a.Used(s, now)))
 }
 
 // Used is what a has counted at now: in the calendar window of now, or in the slices that cover the
@@ -83,7 +98,9 @@ func (a Allowance) Check(s AllowanceState, now time.Time, n int64) Decision {
 // Admit returns s after a ticket counting n was admitted at now: n is counted in now's window or
 // slice. It does not check: call Check first. A negative n counts as 0.
 func (a Allowance) Admit(s AllowanceState, now time.Time, n int64) AllowanceState {
-	return a.count(a.roll(s, now), now, max(0, n), false)
+	s = a.count(a.roll(s, now), now, max(0, n), false)
+	s.Held = satAdd(s.Held, max(0, n))
+	return s
 }
 
 // Release returns s after a ticket admitted at admittedAt, counting reserved then, finished at now
@@ -92,9 +109,13 @@ func (a Allowance) Admit(s AllowanceState, now time.Time, n int64) AllowanceStat
 // part of the reservation is given back, usage above it is counted as debt. When that window has
 // ended (or, rolling, its slice no longer covers the trailing window), the reconciliation is dropped:
 // a refund from yesterday's window does not credit today's, and yesterday's debt does not charge it.
-// A requests allowance counts reserved and actual as 1 each, so it is never refunded.
+// A requests allowance counts reserved and actual as 1 each, so it is never refunded. Every ticket
+// that counted is released once, reported or not, so that Held drops by what it reserved.
 func (a Allowance) Release(s AllowanceState, now, admittedAt time.Time, reserved, actual int64) AllowanceState {
 	s = a.roll(s, now)
+	if a.Calendar == "" || !admittedAt.Before(s.Start) {
+		s.Held = max(0, s.Held-max(0, reserved))
+	}
 	if actual < 0 {
 		return s
 	}
@@ -116,6 +137,7 @@ func (a Allowance) count(s AllowanceState, at time.Time, n int64, release bool) 
 		s.Used = max(0, satAdd(s.Used, n))
 		return s
 	}
+	held := s.Held
 	ms := a.sliceMillis()
 	pos := RollingSlices - int(min(RollingSlices+1, max(0, sliceIndex(s.Start, ms)-sliceIndex(at, ms))))
 	if pos < 0 {
@@ -126,7 +148,9 @@ func (a Allowance) count(s AllowanceState, at time.Time, n int64, release bool) 
 	}
 	c := counts(s)
 	c[pos] = max(0, satAdd(c[pos], n))
-	return fromCounts(s.Start, c)
+	out := fromCounts(s.Start, c)
+	out.Held = held
+	return out
 }
 
 // roll returns s as of now: a calendar window that ended is replaced by now's, empty; a rolling
@@ -143,7 +167,7 @@ func (a Allowance) roll(s AllowanceState, now time.Time) AllowanceState {
 	ms := a.sliceMillis()
 	i := sliceIndex(now, ms)
 	if s.Start.IsZero() {
-		return AllowanceState{Start: sliceStart(i, ms)}
+		return AllowanceState{Start: sliceStart(i, ms), Held: s.Held}
 	}
 	shift := i - sliceIndex(s.Start, ms)
 	if shift <= 0 {
@@ -154,7 +178,9 @@ func (a Allowance) roll(s AllowanceState, now time.Time) AllowanceState {
 		c := counts(s)
 		copy(moved[:], c[shift:])
 	}
-	return fromCounts(sliceStart(i, ms), moved)
+	out := fromCounts(sliceStart(i, ms), moved)
+	out.Held = s.Held // every ticket in flight: what fell out of the window is still reserved
+	return out
 }
 
 // counts are s's rolling counts, oldest first, Used last.

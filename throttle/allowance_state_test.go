@@ -27,7 +27,7 @@ func TestAllowance_CheckCalendar(t *testing.T) {
 	t.Run("CountsUpToTheAmount", func(t *testing.T) {
 		t.Parallel()
 		s := a.Admit(throttle.AllowanceState{}, morning, 60)
-		require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-03-07T08:00:00Z"), Used: 60}, s)
+		require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-03-07T08:00:00Z"), Used: 60, Held: 60}, s)
 		require.True(t, a.Check(s, morning, 40).OK())
 		requireRefused(t, a.Check(s, morning, 41), midnight)
 		require.Equal(t, int64(60), a.Used(s, morning.Add(13*time.Hour)))
@@ -40,7 +40,8 @@ func TestAllowance_CheckCalendar(t *testing.T) {
 		require.True(t, a.Check(s, midnight, 100).OK(), "a new day: the whole amount")
 		require.Zero(t, a.Used(s, midnight))
 		s = a.Admit(s, midnight, 30)
-		require.Equal(t, throttle.AllowanceState{Start: midnight.UTC(), Used: 30}, s)
+		require.Equal(t, throttle.AllowanceState{Start: midnight.UTC(), Used: 30, Held: 30}, s,
+			"a new window: yesterday's 100 are neither counted nor held")
 		// The day of the spring-forward is 23 hours: the next reset is at 07:00 UTC, not 08:00.
 		s = a.Admit(s, midnight, 70)
 		requireRefused(t, a.Check(s, midnight.Add(22*time.Hour), 1), utc(t, "2026-03-09T07:00:00Z"))
@@ -93,8 +94,10 @@ func TestAllowance_ReleaseCalendar(t *testing.T) {
 		s := a.Admit(throttle.AllowanceState{}, late, 80) // January 31st's
 		s = a.Admit(s, next, 90)                          // February 1st's
 		requireRefused(t, a.Check(s, next, 11), utc(t, "2026-02-02T00:00:00Z"))
+		require.Equal(t, int64(90), s.Held, "today's window holds today's ticket only")
 		s = a.Release(s, next, late, 80, 0) // the 23:00 ticket used nothing, but its day is over
-		require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-02-01T00:00:00Z"), Used: 90}, s)
+		require.Equal(t, throttle.AllowanceState{Start: utc(t, "2026-02-01T00:00:00Z"), Used: 90, Held: 90}, s,
+			"nor does its release touch what today's window holds")
 		requireRefused(t, a.Check(s, next, 11), utc(t, "2026-02-02T00:00:00Z"))
 	})
 
@@ -115,7 +118,7 @@ func TestAllowance_Rolling(t *testing.T) {
 	t.Run("ConservativeByAtMostOneSlice", func(t *testing.T) {
 		t.Parallel()
 		s := a.Admit(throttle.AllowanceState{}, h(0.5), 100)
-		require.Equal(t, throttle.AllowanceState{Start: h(0), Used: 100}, s)
+		require.Equal(t, throttle.AllowanceState{Start: h(0), Used: 100, Held: 100}, s)
 		// An exact log would admit at 24:30; the slice of 00:00-01:00 falls out at 25:00.
 		requireRefused(t, a.Check(s, h(10), 1), h(25))
 		requireRefused(t, a.Check(s, h(24.9), 1), h(25))
@@ -130,7 +133,7 @@ func TestAllowance_Rolling(t *testing.T) {
 		for i, n := range []int64{30, 30, 30} { // at 00:00, 02:00, 04:00
 			s = a.Admit(s, h(float64(2*i)), n)
 		}
-		require.Equal(t, throttle.AllowanceState{Start: h(4), Used: 30, Earlier: []int64{30, 0, 30, 0}}, s)
+		require.Equal(t, throttle.AllowanceState{Start: h(4), Used: 30, Earlier: []int64{30, 0, 30, 0}, Held: 90}, s)
 		requireRefused(t, a.Check(s, h(5), 11), h(25))
 		requireRefused(t, a.Check(s, h(5), 41), h(27))
 		requireRefused(t, a.Check(s, h(5), 71), h(29))
@@ -139,8 +142,8 @@ func TestAllowance_Rolling(t *testing.T) {
 		s2 := a.Admit(s, h(26), 0)                       // the first slice has fallen out
 		earlier := make([]int64, throttle.RollingSlices) // the slices of 02:00 to 25:00
 		earlier[0], earlier[2] = 30, 30
-		require.Equal(t, throttle.AllowanceState{Start: h(26), Earlier: earlier}, s2)
-		require.Equal(t, throttle.AllowanceState{Start: h(100)}, a.Admit(s, h(100), 0), "all fallen out")
+		require.Equal(t, throttle.AllowanceState{Start: h(26), Earlier: earlier, Held: 90}, s2, "still in flight: still held")
+		require.Equal(t, throttle.AllowanceState{Start: h(100), Held: 90}, a.Admit(s, h(100), 0), "all fallen out, all still held")
 	})
 
 	t.Run("ReconcilesInTheAdmissionSlice", func(t *testing.T) {
@@ -148,7 +151,7 @@ func TestAllowance_Rolling(t *testing.T) {
 		s := a.Admit(throttle.AllowanceState{}, h(1), 60)
 		s = a.Admit(s, h(3), 40)
 		s = a.Release(s, h(4), h(1), 60, 10)
-		require.Equal(t, throttle.AllowanceState{Start: h(4), Earlier: []int64{10, 0, 40}}, s)
+		require.Equal(t, throttle.AllowanceState{Start: h(4), Earlier: []int64{10, 0, 40}, Held: 40}, s)
 		// Its slice falls out at 26:00; after that its refund (or debt) has nowhere to go.
 		s = a.Admit(throttle.AllowanceState{}, h(1), 60)
 		require.Equal(t, throttle.AllowanceState{Start: h(26)}, a.Release(s, h(26), h(1), 60, 0))
@@ -172,8 +175,9 @@ func TestAllowance_Rolling(t *testing.T) {
 		s = a.Admit(s, h(2), 7) // 28 hours behind: before every slice kept
 		earlier := make([]int64, throttle.RollingSlices)
 		earlier[0] = 7 // the oldest slice kept, 06:00
-		require.Equal(t, throttle.AllowanceState{Start: h(30), Used: 10, Earlier: earlier}, s)
-		require.Equal(t, s, a.Release(s, h(30), h(2), 7, 0), "its refund cannot be placed: dropped")
+		require.Equal(t, throttle.AllowanceState{Start: h(30), Used: 10, Earlier: earlier, Held: 17}, s)
+		require.Equal(t, throttle.AllowanceState{Start: h(30), Used: 10, Earlier: earlier, Held: 10}, a.Release(s, h(30), h(2), 7, 0),
+			"its refund cannot be placed: dropped; but it is no longer held")
 	})
 
 	t.Run("ShortDurationsCutInMilliseconds", func(t *testing.T) {

@@ -43,8 +43,15 @@ func (b Bucket) Allows(n, burst float64) bool { return n <= 0 || b.Level >= need
 func (b Bucket) Take(n float64) Bucket { b.Level -= n; return b }
 
 // Give returns b with n tokens given back (a reservation larger than the real usage) or, for a
-// negative n, taken as debt (usage above the reservation). The level stays at most burst.
+// negative n, taken as debt (usage above the reservation). The level stays at most burst, and debt
+// taken so goes at most one burst below empty (-burst), or no lower than the level already is: a
+// report far above what any call uses (a bug in what reported it) then holds the limit for at most
+// the time two bursts take to refill, rather than for ever.
 func (b Bucket) Give(n, burst float64) Bucket {
+	if n < 0 {
+		b.Level = math.Max(b.Level+n, math.Min(b.Level, -burst))
+		return b
+	}
 	b.Level = math.Min(burst, b.Level+n)
 	return b
 }

@@ -23,7 +23,7 @@ func Tokens(n int64) Cost { return Cost{Input: n} }
 func CostOf(total, output int64) Cost { return Cost{Input: total - output, Output: output} }
 
 // Total is the cost's tokens in all: what a combined budget counts.
-func (c Cost) Total() int64 { return c.Input + c.Output }
+func (c Cost) Total() int64 { return satAdd(c.Input, c.Output) }
 
 func (c Cost) nonNegative() Cost { return Cost{Input: max(0, c.Input), Output: max(0, c.Output)} }
 

@@ -12,12 +12,14 @@ import (
 )
 
 // TestLimit_ReleaseMany: releasing tickets summed at once leaves the state that releasing them one by
-// one, debts first, leaves: the same in-flight figures, the same token level.
+// one, debts first, leaves: the same in-flight figures, the same token level, while the debt stays
+// above its floor (one burst below empty: TestBucket_GiveDebtFloor). The burst here is larger than
+// all the debt a round can take.
 func TestLimit_ReleaseMany(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 6))
 	for round := range 500 {
-		l := throttle.Limit{Key: "k", TokensPerMinute: float64(60 * (1 + r.IntN(1000))), TokenBurst: float64(1 + r.IntN(5000))}.WithDefaults()
+		l := throttle.Limit{Key: "k", TokensPerMinute: float64(60 * (1 + r.IntN(1000))), TokenBurst: float64(12_000 + r.IntN(5000))}.WithDefaults()
 		type ticket struct{ reserved, actual int64 }
 		var ts []ticket
 		s := throttle.State{}
@@ -66,4 +68,32 @@ func TestReleased1(t *testing.T) {
 	require.Equal(t, throttle.Released{Count: 1, Refund: -3}, throttle.Released1(-5, 3), "a negative reservation counts as none: usage is debt")
 	require.Equal(t, throttle.Released{Count: 2, Reserved: 200, Refund: 10},
 		throttle.Released1(100, 40).Add(throttle.Released1(100, 150)))
+}
+
+// TestBucket_GiveDebtFloor: debt from usage above a reservation goes at most one burst below empty,
+// so an absurd report holds a limit for two bursts' refill at most; a level already lower (an
+// oversize ticket's own debt) is not raised, and refunds are not floored.
+func TestBucket_GiveDebtFloor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		level, give float64
+		want        float64
+	}{
+		{"DebtWithinTheFloor", 100, -150, -50},
+		{"DebtStopsAtMinusBurst", 100, -1e18, -1000},
+		{"ALowerLevelIsKept", -5000, -1e18, -5000},
+		{"RefundStillCapsAtBurst", -5000, 1e18, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := throttle.Bucket{Level: tc.level, At: t0}.Give(tc.give, 1000)
+			require.InDelta(t, tc.want, got.Level, 1e-9)
+		})
+	}
+	l := throttle.Limit{Key: "k", TokensPerMinute: 600, TokenBurst: 1000}.WithDefaults()
+	s := l.Admit(throttle.State{}, t0, 100)
+	s = l.Release(s, t0, 100, 1<<40)
+	require.InDelta(t, -1000, s.Tokens.Level, 1e-9, "an absurd report: one burst of debt")
+	require.True(t, l.Check(s, t0.Add(200*time.Second), 100).OK(), "two bursts' refill later the limit admits again")
 }
