@@ -19,6 +19,7 @@ require (
 	go.temporal.io/sdk/contrib/tally v0.2.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.11
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -14,15 +14,21 @@ import (
 // only when a limit row they write has allowances: a limit without them costs admission nothing more
 // than it did before allowances existed.
 
-// anyAllowances reports whether a dirty row of rows has allowances: its state must be saved with
-// theirs.
+// anyAllowances reports whether a dirty row of rows has allowances, or kept the states of some
+// (hasAllowanceStates): its state must be saved with theirs.
 func anyAllowances(rows map[string]*limitRow) bool {
 	for _, r := range rows {
-		if r.dirty && len(r.limit.Allowances) > 0 {
+		if r.dirty && r.hasAllowanceStates() {
 			return true
 		}
 	}
 	return false
+}
+
+// hasAllowanceStates reports whether r has allowances, or the states of allowances removed from it
+// that still count something (throttle.AllowanceStates keeps them): its releases reconcile them.
+func (r *limitRow) hasAllowanceStates() bool {
+	return len(r.limit.Allowances) > 0 || len(r.state.Allowances) > 0 || r.readStates
 }
 
 // saveLimitsWithStates is saveLimitsSQL that also writes each row's allowance states, given as the
@@ -33,11 +39,19 @@ func saveLimitsWithStates(n int) string {
 }
 
 // allowanceStateArgs are the allowance states saveLimitsWithStates writes, in limitStateArgs' order: each
-// dirty row's as JSON, NULL for a row without allowances.
+// dirty row's as JSON ({} when it counts nothing any more), NULL for a row that never had any.
 func allowanceStateArgs(rows map[string]*limitRow) []*string {
 	out := []*string{}
 	for _, k := range slices.Sorted(maps.Keys(rows)) {
-		if r := rows[k]; r.dirty {
+		r := rows[k]
+		switch {
+		case !r.dirty:
+		case !r.hasAllowanceStates():
+			out = append(out, nil)
+		case len(r.state.Allowances) == 0:
+			empty := "{}"
+			out = append(out, &empty)
+		default:
 			out = append(out, jsonOrNull(r.state.Allowances))
 		}
 	}
@@ -48,7 +62,7 @@ func allowanceStateArgs(rows map[string]*limitRow) []*string {
 // allowance types, which always encode. Text, not bytes: under the simple protocol (a pooler's
 // exec mode) pgx would send bytes as bytea, which jsonb does not read.
 func jsonOrNull[T interface {
-	~[]throttle.Allowance | ~map[string]throttle.AllowanceState
+	~[]throttle.Allowance | ~map[string]throttle.AllowanceState | ~map[string][]string
 }](v T) *string {
 	if len(v) == 0 {
 		return nil

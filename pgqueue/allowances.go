@@ -61,7 +61,7 @@ var pendingSpendsSQL = spendReleasesSQL(`{s}.sluice_allowance_release WHERE key 
 func (q *Queue) foldPendingSpends(ctx context.Context, db DB, rows map[string]*limitRow, now time.Time) error {
 	var keys []string
 	for k, r := range rows {
-		if len(r.limit.Allowances) > 0 {
+		if r.hasAllowanceStates() {
 			keys = append(keys, k)
 		}
 	}
@@ -84,22 +84,30 @@ var takeSpendsSQL = `WITH taken AS (DELETE FROM {s}.sluice_allowance_release WHE
 // takeSpends takes from the allowance ledger, for the limit rows of keys, which tx holds locked, what
 // completions appended: only a holder of a row's lock takes its rows, so each is reconciled once. It
 // is a statement of its own, run by lockAndTake only when it locked a row with allowances.
-func (q *Queue) takeSpends(ctx context.Context, tx querier, keys []string) (map[string][]throttle.SpendRelease, error) {
+func (q *Queue) takeSpends(ctx context.Context, tx querier, keys []string) (map[string][]spendRow, error) {
 	return scanSpends(tx.Query(ctx, q.s(takeSpendsSQL), keys))
 }
 
+// spendRow is one row of the allowance ledger, summed: a reconciliation, and whether an older replica
+// appended it without the allowances that counted its tickets (Legacy: every allowance the limit
+// has then reconciles it, the older rule).
+type spendRow struct {
+	throttle.SpendRelease
+	Legacy bool `json:"legacy"`
+}
+
 // scanSpends reads spendReleasesSQL's rows: the reconciliations of each key.
-func scanSpends(rs pgx.Rows, err error) (map[string][]throttle.SpendRelease, error) {
+func scanSpends(rs pgx.Rows, err error) (map[string][]spendRow, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	spends := map[string][]throttle.SpendRelease{}
+	spends := map[string][]spendRow{}
 	for rs.Next() {
 		var (
 			key string
 			b   []byte
-			srs []throttle.SpendRelease
+			srs []spendRow
 		)
 		if err := rs.Scan(&key, &b); err != nil {
 			return nil, err

@@ -59,9 +59,11 @@ type claimRun struct {
 	unavailable map[string]bool      // limit rows another claimer holds
 	admittedIDs []int64
 	admittedAt  []time.Time
-	// admittedSpends says, in admittedIDs' order, whether the ticket draws on a limit with allowances.
-	admittedSpends []bool
-	expiredIDs     []int64
+	// admittedSpends says, in admittedIDs' order, whether the ticket draws on a limit with allowances,
+	// and admittedCharges which allowances of which of its limits counted it (JSON, NULL for none).
+	admittedSpends  []bool
+	admittedCharges []*string
+	expiredIDs      []int64
 	// The tickets refused for a spent allowance, their outcomes and the limits that refused them.
 	refusedIDs      []int64
 	refusedOutcomes [][]byte
@@ -300,9 +302,9 @@ func (c *claimRun) apply(line string, page []Ticket, d throttle.ClaimDecision) {
 		c.res.Admitted = append(c.res.Admitted, t)
 		c.admittedIDs = append(c.admittedIDs, t.ID)
 		c.admittedAt = append(c.admittedAt, a.At)
-		c.admittedSpends = append(c.admittedSpends, slices.ContainsFunc(t.LimitKeys, func(k string) bool {
-			return c.locked[k] != nil && len(c.locked[k].limit.Allowances) > 0
-		}))
+		charged := c.charged(t)
+		c.admittedSpends = append(c.admittedSpends, len(charged) > 0)
+		c.admittedCharges = append(c.admittedCharges, jsonOrNull(charged))
 		c.usage.add(t.LimitKeys, a.At, t.Reserved())
 	}
 	for _, w := range d.Waits {
@@ -331,4 +333,19 @@ func waitReason(w throttle.Wait, line string) string {
 		return w.Reason.String()
 	}
 	return w.Reason.String() + " of " + w.Key
+}
+
+// charged is, for each of t's limits with allowances, the keys of the allowances that count t when
+// this claim admits it: what its release reconciles (throttle.SpendRelease.Charged).
+func (c *claimRun) charged(t Ticket) map[string][]string {
+	var out map[string][]string
+	for _, k := range t.LimitKeys {
+		if r := c.locked[k]; r != nil && len(r.limit.Allowances) > 0 {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[k] = r.limit.Allowances.Keys()
+		}
+	}
+	return out
 }

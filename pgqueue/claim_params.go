@@ -95,9 +95,11 @@ func (r *ClaimResult) retryAt(t time.Time) {
 	}
 }
 
-// releaseLifts reports whether a completion's release can lift a wait for reason r.
+// releaseLifts reports whether a completion's release can lift a wait for reason r: a cap, a token
+// budget's refund, or an allowance's (usage reported below the reservation gives back what it
+// counted).
 func releaseLifts(r throttle.Reason) bool {
-	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r.IsTokens()
+	return r == throttle.ReasonConcurrency || r == throttle.ReasonInflightTokens || r.IsTokens() || r == throttle.ReasonAllowance
 }
 
 // later returns the later of two instants.

@@ -34,8 +34,8 @@ import (
 // writes the rows' allowance states ($33, see saveLimitsWithStates), finishes the refused tickets
 // $34 with their outcomes $35 (a Refusal as JSON) and the keys of the limits that refused them $37,
 // at $36, the claim's instant, for any replica's Deliverer to fail them, and marks each admitted
-// ticket that draws on a limit with allowances ($38, in $17's order), so that its completion
-// reconciles them (allowanceAppendSQL).
+// ticket that draws on a limit with allowances ($38, in $17's order) with the allowances that counted
+// it ($39), so that its completion reconciles those (allowanceAppendSQL).
 var claimStoreSQL, claimStoreAllowancesSQL = claimStore(false), claimStore(true)
 
 // claimStore is claimStoreSQL, or with allowances claimStoreAllowancesSQL.
@@ -51,7 +51,7 @@ func claimStore(allowances bool) string {
 	RETURNING t.id`
 		refusedIDs, refusedRows = ` || $34::bigint[]`, `
 			UNION ALL SELECT id FROM refused`
-		spends, spendsSet = `, $38::bool[]`, `, allowance_spend = u.spends`
+		spends, spendsSet = `, $38::bool[], $39::jsonb[]`, `, allowance_spend = u.spends, allowance_charged = u.charged`
 	}
 	return `WITH limits AS (` + save + refused + `
 ), waits AS (
@@ -63,7 +63,7 @@ func claimStore(allowances bool) string {
 ), admitted AS (
 	UPDATE {s}.sluice_ticket t
 	SET state = CASE WHEN $19 <> '' AND t.owner = $19 THEN 'running' ELSE 'admitted' END, admitted_at = u.at` + spendsSet + `
-	FROM unnest($17::bigint[], $18::timestamptz[]` + spends + `) AS u(id, at` + map[bool]string{true: ", spends", false: ""}[allowances] + `)
+	FROM unnest($17::bigint[], $18::timestamptz[]` + spends + `) AS u(id, at` + map[bool]string{true: ", spends, charged", false: ""}[allowances] + `)
 	WHERE t.id = u.id AND t.state = 'queued'
 	RETURNING t.id
 ), unchanged AS (
@@ -106,7 +106,7 @@ func (c *claimRun) store(ctx context.Context) error {
 	stmt := claimStoreSQL
 	if anyAllowances(c.locked) || len(c.refusedIDs) > 0 {
 		stmt = claimStoreAllowancesSQL
-		args = append(args, allowanceStateArgs(c.locked), c.refusedIDs, c.refusedOutcomes, c.now, c.refusedKeys, c.admittedSpends)
+		args = append(args, allowanceStateArgs(c.locked), c.refusedIDs, c.refusedOutcomes, c.now, c.refusedKeys, c.admittedSpends, c.admittedCharges)
 	}
 	admitted := make(map[string]int, len(c.depthLines))
 	for i, line := range c.depthLines {

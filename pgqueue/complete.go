@@ -18,7 +18,9 @@ type CompleteParams struct {
 	// TicketID is the ticket, admitted or running. Required.
 	TicketID int64
 	// ActualCost is the usage the activity reported, reconciled against the reservation. Negative
-	// means not reported: the reservation stands as spent.
+	// means not reported: the reservation stands as spent. A figure above MaxCost counts as MaxCost
+	// (no call uses a trillion tokens: such a figure is a bug in what reported it, and Sluice's sums
+	// must not overflow on it).
 	ActualCost int64
 	// ActualOutput is the part of ActualCost of output tokens (the rest is input), clamped to
 	// [0, ActualCost]. Zero for usage reported as one figure.
@@ -26,7 +28,8 @@ type CompleteParams struct {
 	// ActualMoney is what the reported usage cost, in micro-units of the currency of the limits'
 	// money allowances (a price table's Cost of the usage), reconciled against CostMoney. Zero (or
 	// negative) means not known: with usage reported, the money reservation stands, unless no tokens
-	// were used. (A call that used tokens at no cost reserved nothing either, so nothing is lost.)
+	// were used. (A call that used tokens at no cost reserved nothing either, so nothing is lost.) A
+	// figure above throttle.MaxAllowanceAmount counts as that much.
 	ActualMoney int64
 	// OutcomeKind and Outcome are stored for delivery to Temporal (an encoded result or failure).
 	OutcomeKind string
@@ -66,6 +69,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 			return nil, fmt.Errorf("sluice: complete: ticket %d is given twice", p.TicketID)
 		}
 		index[p.TicketID] = i
+		p.ActualCost, p.ActualMoney = boundUsage(p.ActualCost, p.ActualMoney)
 		ids[i], actual[i], kinds[i], outcomes[i] = p.TicketID, p.ActualCost, p.OutcomeKind, p.Outcome
 		used, _ := throttle.ReportedUsage(p.ActualCost, p.ActualOutput)
 		output[i], money[i] = used.Output, p.ActualMoney
@@ -117,7 +121,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 // condition. "state IN ('admitted', 'running')" in the join let the planner, with statistics taken
 // while every ticket was queued, scan an index for the states and read the input once per ticket it
 // found: quadratic.
-const completeSQL = `WITH clock AS MATERIALIZED (
+var completeSQL = `WITH clock AS MATERIALIZED (
 	SELECT coalesce($5::timestamptz, clock_timestamp()) AS now -- once: the batch's one instant
 ), locked AS MATERIALIZED (
 	SELECT t.id, t.state, u.actual, u.actual_output, u.actual_money, u.kind, u.outcome
@@ -132,7 +136,8 @@ const completeSQL = `WITH clock AS MATERIALIZED (
 		actual_money = CASE WHEN l.actual >= 0 AND l.actual_money >= 0 THEN l.actual_money END
 	FROM locked l, clock n
 	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
-	RETURNING t.id, t.cost, t.output_cost, t.cost_money, t.limit_keys, t.admitted_at, t.allowance_spend, l.actual, l.actual_output,
+	RETURNING t.id, t.cost, t.output_cost, t.cost_money, t.limit_keys, t.admitted_at, t.allowance_spend, t.allowance_charged,
+		l.actual, l.actual_output,
 		l.actual_money
 ), released AS (` + releaseAppendSQL + `
 ), allowances_released AS (` + allowanceAppendSQL + `
@@ -140,3 +145,11 @@ const completeSQL = `WITH clock AS MATERIALIZED (
 	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
 )
 SELECT id FROM done, woken`
+
+// boundUsage bounds reported usage where it enters the engine: tokens at MaxCost (the bound of a
+// reservation) and money at throttle.MaxAllowanceAmount, so that no sum over them overflows. The
+// plugin's sluiceactivity refuses larger reports with an error; this is the engine's own guard, for
+// every other caller.
+func boundUsage(tokens, money int64) (int64, int64) {
+	return min(tokens, MaxCost), min(money, throttle.MaxAllowanceAmount)
+}

@@ -49,6 +49,7 @@ func ExampleMigrations() {
 	// 009 limit_history
 	// 010 usage_returned
 	// 011 allowances
+	// 012 allowance_charges
 }
 
 func ExampleValidateSchema() {

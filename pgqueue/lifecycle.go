@@ -77,8 +77,9 @@ type RequeueParams struct {
 	TicketID int64
 	// NotBefore keeps the ticket out of admission until then. Zero means at once.
 	NotBefore time.Time
-	// ActualCost is the usage to reconcile, as in CompleteParams. A provider's 429 usually counts the
-	// request but no tokens: pass 0 to give the tokens back, or negative to keep them spent.
+	// ActualCost is the usage to reconcile, as in CompleteParams (bounded alike). A provider's 429
+	// usually counts the request but no tokens: pass 0 to give the tokens back, or negative to keep
+	// them spent.
 	ActualCost int64
 	// ActualOutput is the part of ActualCost of output tokens, as in CompleteParams.
 	ActualOutput int64
@@ -104,7 +105,8 @@ func (q *Queue) Requeue(ctx context.Context, p RequeueParams) error {
 		if _, err := q.lockLimits(ctx, tx, append(slices.Clone(ts[0].LimitKeys), p.PauseKeys...), false); err != nil {
 			return err
 		}
-		now, err := q.release(ctx, tx, ts, []spent{{total: p.ActualCost, output: p.ActualOutput, money: -1}})
+		total, _ := boundUsage(p.ActualCost, 0)
+		now, err := q.release(ctx, tx, ts, []spent{{total: total, output: p.ActualOutput, money: -1}})
 		if err != nil {
 			return err
 		}

@@ -61,6 +61,9 @@ type limitRow struct {
 	state      throttle.State
 	vtime      float64
 	dirty      bool
+	// readStates reports that the row was read with allowance states: a save writes them, even when
+	// none is left.
+	readStates bool
 	// refunded are the tokens the releases folded in by this transaction gave back: reservations
 	// that reported usage did not spend (negative: usage above them), in all and of output tokens.
 	// Claims record them in the usage history.
@@ -97,6 +100,7 @@ func scanLimit(row pgx.Row, more ...any) (*limitRow, error) {
 			}
 		}
 	}
+	r.readStates = states != nil
 	r.configured = r.limit.WithDefaults()
 	r.limit = throttle.EffectiveLimit(r.configured, r.learned)
 	for _, t := range []struct {

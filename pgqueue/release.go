@@ -42,7 +42,7 @@ const releaseTakeSQL = `taken AS (
 			DELETE FROM {s}.sluice_release r WHERE r.key IN (SELECT key FROM held)
 			RETURNING r.key, r.count, r.reserved, r.refund, r.refund_output
 		), sums AS MATERIALIZED (
-			SELECT key, sum(count)::bigint AS count, sum(reserved)::bigint AS reserved, sum(refund)::float8 AS refund,
+			SELECT key, sum(count)::bigint AS count, least(sum(reserved), 9223372036854775807)::bigint AS reserved, sum(refund)::float8 AS refund,
 				sum(refund_output)::float8 AS refund_output
 			FROM taken GROUP BY key
 		)`
@@ -51,38 +51,57 @@ const releaseTakeSQL = `taken AS (
 // its WHERE clause if any) per key and admission instant, and returns per key (key, releases) the
 // sums as a JSON list of throttle.SpendRelease: what the tickets admitted at that instant reserved
 // and used. The ledger holds only tickets whose usage was reported.
+//
+// The sums saturate at the bounds of bigint (satSum): reported usage is bounded where it enters
+// (CompleteParams), but a ledger holds the rows of many completions, and one sum out of range would
+// fail every claim of the key.
 func spendReleasesSQL(source string) string {
-	return `SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', true,
+	return `SELECT key, jsonb_agg(jsonb_build_object('admitted_at', admitted_at, 'reported', reported,
 		'reserved', jsonb_build_object('tokens', jsonb_build_object('input', ri, 'output', ro), 'money', rm),
-		'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am))) AS releases
-	FROM (SELECT key, admitted_at, sum(reserved_input)::bigint AS ri, sum(reserved_output)::bigint AS ro,
-			sum(reserved_money)::bigint AS rm, sum(actual_input)::bigint AS ai, sum(actual_output)::bigint AS ao,
-			sum(actual_money)::bigint AS am
-		FROM ` + source + ` GROUP BY key, admitted_at) g
+		'actual', jsonb_build_object('tokens', jsonb_build_object('input', ai, 'output', ao), 'money', am),
+		'charged', charged, 'legacy', charged IS NULL)) AS releases
+	FROM (SELECT key, admitted_at, reported, charged, ` + satSum("reserved_input") + ` AS ri, ` + satSum("reserved_output") + ` AS ro,
+			` + satSum("reserved_money") + ` AS rm, ` + satSum("actual_input") + ` AS ai, ` + satSum("actual_output") + ` AS ao,
+			` + satSum("actual_money") + ` AS am
+		FROM ` + source + ` GROUP BY key, admitted_at, reported, charged) g
 	GROUP BY key`
 }
 
-// allowanceAppendSQL appends to the allowance ledger, for each limit with allowances drawn on by a
-// ticket of the CTE done that was admitted on one (allowance_spend) and whose usage was reported, what those tickets reserved and used, summed per
-// key and admission instant (see allowanceTakeSQL). done has each ticket's admitted_at, cost,
-// output_cost, cost_money, limit_keys, and actual, actual_output and actual_money as CompleteMany
-// passes them (actual_money negative: not known, the reservation stands unless no tokens were used).
-const allowanceAppendSQL = `
-	INSERT INTO {s}.sluice_allowance_release (key, admitted_at, reserved_input, reserved_output, reserved_money,
+// satSum is the SQL sum of the bigint expression x, saturated at the bounds of bigint (sum of bigint
+// is numeric, so the sum itself cannot overflow; its cast back could).
+func satSum(x string) string {
+	return `greatest(least(sum(` + x + `), 9223372036854775807), -9223372036854775808)::bigint`
+}
+
+// allowanceAppendSQL appends to the allowance ledger, for each limit of a ticket of the CTE done whose
+// allowances counted it at its admission (allowance_charged names them), what those tickets reserved
+// and used, summed per key, admission instant, allowances counted, and whether the usage was reported
+// (see takeSpendsSQL): every such ticket, reported or not, so that what the tickets in flight hold of
+// an allowance drops as each ends. A ticket admitted by an older replica (allowance_charged NULL)
+// follows the older rule: the limits that have allowances now, when allowance_spend is set. done has
+// each ticket's admitted_at, cost, output_cost, cost_money, limit_keys, allowance_spend,
+// allowance_charged, and actual, actual_output and actual_money as CompleteMany passes them
+// (actual_money negative: not known, the reservation stands unless no tokens were used). The sums
+// saturate (satSum); every figure is at least 0.
+var allowanceAppendSQL = `
+	INSERT INTO {s}.sluice_allowance_release (key, admitted_at, reported, charged, reserved_input, reserved_output, reserved_money,
 		actual_input, actual_output, actual_money)
-	SELECT k, d.admitted_at, sum(d.cost - d.output_cost), sum(d.output_cost), sum(d.cost_money),
-		sum(d.actual - d.actual_output), sum(d.actual_output),
-		sum(CASE WHEN d.actual_money >= 0 THEN d.actual_money WHEN d.actual = 0 THEN 0 ELSE d.cost_money END)
+	SELECT k, d.admitted_at, d.actual >= 0, d.allowance_charged -> k, ` + satSum("d.cost - d.output_cost") + `,
+		` + satSum("d.output_cost") + `, ` + satSum("d.cost_money") + `,
+		` + satSum("greatest(d.actual, 0) - d.actual_output") + `, ` + satSum("d.actual_output") + `,
+		` + satSum(`CASE WHEN d.actual < 0 THEN 0 WHEN d.actual_money >= 0 THEN d.actual_money WHEN d.actual = 0 THEN 0
+			ELSE d.cost_money END`) + `
 	FROM done d, unnest(d.limit_keys) AS k
-	WHERE d.allowance_spend AND d.actual >= 0 AND d.admitted_at IS NOT NULL
-		AND EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = k AND l.allowances IS NOT NULL)
-	GROUP BY k, d.admitted_at ORDER BY k, d.admitted_at`
+	WHERE d.allowance_spend AND d.admitted_at IS NOT NULL AND CASE WHEN d.allowance_charged IS NULL
+		THEN EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = k AND l.allowances IS NOT NULL)
+		ELSE d.allowance_charged ? k END
+	GROUP BY k, d.admitted_at, d.actual >= 0, d.allowance_charged -> k ORDER BY k, d.admitted_at`
 
 // Pending releases (see foldReleases) of the limit row aliased l: a reader that does not fold them
 // subtracts them from the row's in-flight figures.
 const (
 	pendingCount  = `(SELECT coalesce(sum(r.count), 0)::int FROM {s}.sluice_release r WHERE r.key = l.key)`
-	pendingTokens = `(SELECT coalesce(sum(r.reserved), 0)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
+	pendingTokens = `(SELECT least(coalesce(sum(r.reserved), 0), 9223372036854775807)::bigint FROM {s}.sluice_release r WHERE r.key = l.key)`
 )
 
 // spent is what a run reported it used: total tokens (negative: not reported), of which output; its
@@ -105,6 +124,16 @@ func (s spent) spendRelease(t Ticket) throttle.SpendRelease {
 	}
 	return throttle.SpendRelease{AdmittedAt: t.AdmittedAt, Reserved: throttle.Spend{Tokens: t.Reserved(), Money: t.CostMoney},
 		Actual: throttle.Spend{Tokens: used, Money: money}, Reported: reported, Void: s.void}
+}
+
+// chargedOn is what t's admission charged on the allowances of limit r: the allowances its admission
+// recorded, or for a ticket an older replica admitted (which recorded none), every allowance r has
+// now when the ticket drew on allowances at all.
+func (t Ticket) chargedOn(r *limitRow) []string {
+	if t.charged != nil || !t.spend {
+		return t.charged[r.limit.Key]
+	}
+	return r.limit.Allowances.Keys()
 }
 
 // released is what t gives back to each of its limits, given what it spent.
@@ -155,7 +184,7 @@ func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*li
 		if err != nil {
 			return nil, now, false, err
 		}
-		if len(r.limit.Allowances) > 0 {
+		if r.hasAllowanceStates() {
 			spending = append(spending, r.limit.Key)
 		}
 		if _, ok := held[r.limit.Key]; !ok {
@@ -185,11 +214,14 @@ func (q *Queue) lockAndTake(ctx context.Context, tx querier, held map[string]*li
 
 // foldSpends reconciles the allowances of rows at now with the usage lockAndTake took from the
 // allowance ledger, each in the window of its admission, and reports whether there was any.
-func foldSpends(rows map[string]*limitRow, spends map[string][]throttle.SpendRelease, now time.Time) bool {
+func foldSpends(rows map[string]*limitRow, spends map[string][]spendRow, now time.Time) bool {
 	for k, srs := range spends {
 		r := rows[k]
 		for _, sr := range srs {
-			r.state = r.limit.ReleaseSpend(r.state, now, sr)
+			if sr.Legacy { // appended by an older replica, which recorded no allowances
+				sr.Charged = r.limit.Allowances.Keys()
+			}
+			r.state = r.limit.ReleaseSpend(r.state, now, sr.SpendRelease)
 		}
 		r.dirty = true
 	}
@@ -238,8 +270,10 @@ func (q *Queue) release(ctx context.Context, tx pgx.Tx, ts []Ticket, actual []sp
 				continue
 			}
 			r.state = r.limit.ReleaseMany(r.state, now, rel)
-			if len(r.limit.Allowances) > 0 && !t.AdmittedAt.IsZero() {
-				r.state = r.limit.ReleaseSpend(r.state, now, actual[i].spendRelease(t))
+			if r.hasAllowanceStates() && !t.AdmittedAt.IsZero() {
+				sr := actual[i].spendRelease(t)
+				sr.Charged = t.chargedOn(r)
+				r.state = r.limit.ReleaseSpend(r.state, now, sr)
 			}
 			r.dirty = true
 			if refund != 0 || refundOutput != 0 {

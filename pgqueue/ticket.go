@@ -89,13 +89,18 @@ type Ticket struct {
 	// known.
 	CostMoney   int64 `json:"cost_money,omitzero"`
 	ActualMoney int64 `json:"actual_money"`
+
+	// spend is set when an allowance of one of the ticket's limits counted it at its admission, and
+	// charged says which, by limit key (nil when an older replica admitted it: see chargedOn).
+	spend   bool
+	charged map[string][]string
 }
 
 const ticketColumns = `id, state, line_key, limit_keys, cost, coalesce(actual_cost, -1), priority, fairness_key, vstart, seq,
 	owner, namespace, workflow_id, run_id, activity_id, activity_type, attempt, task_token, deadline,
 	nullif(not_before, '-infinity'), enqueued_at, admitted_at, finished_at, coalesce(outcome_kind, ''), outcome,
 	deliveries, coalesce(trace_context, ''), requeues, coalesce(wait_reason, ''), output_cost, coalesce(actual_output, 0),
-	cost_money, coalesce(actual_money, -1)`
+	cost_money, coalesce(actual_money, -1), allowance_spend, allowance_charged`
 
 // candidate is the ticket as a claim sees it.
 func (t Ticket) candidate() throttle.Candidate {
@@ -127,7 +132,7 @@ func scanTicket(row pgx.Row) (Ticket, error) {
 		&t.VStart, &t.Seq, &t.Owner, &t.Namespace, &t.WorkflowID, &t.RunID, &t.ActivityID, &t.ActivityType,
 		&t.Attempt, &t.TaskToken, &deadline, &notBefore, &t.EnqueuedAt, &admitted, &finished, &t.OutcomeKind,
 		&t.Outcome, &t.Deliveries, &t.TraceContext, &t.Requeues, &t.WaitReason, &t.OutputCost, &t.ActualOutput,
-		&t.CostMoney, &t.ActualMoney)
+		&t.CostMoney, &t.ActualMoney, &t.spend, &t.charged)
 	t.State = TicketState(state)
 	t.EnqueuedAt = t.EnqueuedAt.UTC()
 	for _, p := range []struct {
