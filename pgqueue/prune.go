@@ -37,23 +37,40 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 		if err != nil {
 			return err
 		}
+		// Every statement locks the rows it deletes in key order and skips the rows another
+		// transaction holds (FOR UPDATE SKIP LOCKED), and so never waits on a row lock. Enqueue
+		// batches upsert sluice_fair rows in key order, claims and completions lock tickets, usage
+		// and ledger rows, and other processes prune at once: a delete that waited, its own rows
+		// taken in scan order meanwhile, closed a cycle with them (40P01, bug 4). A skipped row is
+		// one that is in use, or that the next prune deletes. FOR UPDATE re-checks the conditions
+		// on the row's latest version: a fairness row whose finish a concurrent enqueue raised is
+		// kept.
 		for _, stmt := range []struct {
 			sql  string
 			args []any
 		}{
-			{`DELETE FROM {s}.sluice_ticket WHERE state = 'returned' AND finished_at < $1`, []any{now.Add(-p.ReturnedAge)}},
-			{`DELETE FROM {s}.sluice_owner o WHERE lease_expires_at < $1
-				AND NOT EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.owner = o.id AND t.state IN ('queued', 'admitted', 'running'))`,
+			{`DELETE FROM {s}.sluice_ticket WHERE id IN (SELECT id FROM {s}.sluice_ticket
+				WHERE state = 'returned' AND finished_at < $1 ORDER BY id FOR UPDATE SKIP LOCKED)`,
+				[]any{now.Add(-p.ReturnedAge)}},
+			{`DELETE FROM {s}.sluice_owner WHERE id IN (SELECT o.id FROM {s}.sluice_owner o WHERE o.lease_expires_at < $1
+				AND NOT EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.owner = o.id AND t.state IN ('queued', 'admitted', 'running'))
+				ORDER BY o.id FOR UPDATE OF o SKIP LOCKED)`,
 				[]any{now.Add(-p.OwnerAge)}},
 			// A fairness key whose finish tag is behind its line's virtual time has no credit left: its
 			// row would give a new ticket the line's virtual time anyway.
-			{`DELETE FROM {s}.sluice_fair f USING {s}.sluice_limit l WHERE l.key = f.line_key AND f.finish < l.vtime`, nil},
-			{`DELETE FROM {s}.sluice_usage WHERE second < $1`, []any{now.Add(-UsageHistory)}},
-			{`DELETE FROM {s}.sluice_limit_change WHERE at < $1`, []any{now.Add(-LimitHistoryRetention)}},
+			{`DELETE FROM {s}.sluice_fair WHERE (line_key, fairness_key) IN (SELECT f.line_key, f.fairness_key
+				FROM {s}.sluice_fair f JOIN {s}.sluice_limit l ON l.key = f.line_key WHERE f.finish < l.vtime
+				ORDER BY 1, 2 FOR UPDATE OF f SKIP LOCKED)`, nil},
+			{`DELETE FROM {s}.sluice_usage WHERE (key, second) IN (SELECT key, second FROM {s}.sluice_usage
+				WHERE second < $1 ORDER BY 1, 2 FOR UPDATE SKIP LOCKED)`, []any{now.Add(-UsageHistory)}},
+			{`DELETE FROM {s}.sluice_limit_change WHERE id IN (SELECT id FROM {s}.sluice_limit_change
+				WHERE at < $1 ORDER BY id FOR UPDATE SKIP LOCKED)`, []any{now.Add(-LimitHistoryRetention)}},
 			// Claims take the allowance ledger's rows of limits with allowances only: the rows of a
-			// limit whose allowances were removed (or that was deleted) would stay.
-			{`DELETE FROM {s}.sluice_allowance_release a WHERE NOT EXISTS (
-				SELECT 1 FROM {s}.sluice_limit l WHERE l.key = a.key AND l.allowances IS NOT NULL)`, nil},
+			// limit whose allowances were removed (or that was deleted) would stay. The ledger has no
+			// key of its own; its rows are never updated, so a locked row's ctid stays its own.
+			{`DELETE FROM {s}.sluice_allowance_release WHERE ctid = ANY(ARRAY(SELECT a.ctid FROM {s}.sluice_allowance_release a
+				WHERE NOT EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = a.key AND l.allowances IS NOT NULL)
+				ORDER BY a.key, a.admitted_at, a.ctid FOR UPDATE OF a SKIP LOCKED))`, nil},
 		} {
 			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 
 // TestEmail runs the sample in its short configuration, so that it cannot rot, and checks what it
 // shows: every email sent, no tenant above its cap of 2 nor the provider above 6 across the two
-// workers, and smallco, whose emails were scheduled after all of bigco's, done well before bigco.
+// workers. When smallco, whose emails were scheduled after all of bigco's, is done is logged.
 func TestEmail(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -27,10 +27,9 @@ func TestEmail(t *testing.T) {
 
 	t.Run("Short", func(t *testing.T) {
 		cfg := ShortConfig()
-		// A longer bigco backlog than -short's: the dev server's task queue has several partitions,
-		// and now and then it hands a few activity tasks to the workers a second or two late. Delayed
-		// emails of smallco's must still finish before bigco's last. 90 lost that race about one run in
-		// four on a 2-core machine under a load of 20; 150 leave smallco's 5 three times the room.
+		// A longer bigco backlog than -short's, so that the report shows smallco done well before
+		// bigco: the dev server's task queue has several partitions, and now and then it hands a few
+		// activity tasks to the workers a second or two late.
 		cfg.Tenants[0].Emails = 150
 		cfg.Schema, cfg.TaskQueue = testdb.Schema(t, pool), "email-"+testdb.NewSchemaName()
 		res, err := run(ctx, cfg, testdb.URL(t), s.Addr)
@@ -49,8 +48,14 @@ func TestEmail(t *testing.T) {
 		}
 		require.Equal(t, want, res.Sent)
 		require.LessOrEqual(t, res.Peak, cfg.ProviderCap, "overall peak concurrency")
+		// When smallco is done against bigco's last email is a figure of the run, which the report
+		// above prints, not asserted: it races Temporal's delivery of smallco's tasks against bigco's
+		// backlog (90 emails lost it about one run in four on a busy 2-core machine), and a larger
+		// backlog only widens the margin. That fair share and the tenant caps admit a small tenant
+		// beside a big one's backlog is asserted where the order cannot depend on the machine's pace:
+		// interceptor's TestPlugin_PerTenantCapsAndFairShare, with every ticket in line first.
 		big, small := res.Tenant("bigco"), res.Tenant("smallco")
-		require.Less(t, small.Last, big.Last, "smallco finishes before bigco's last email")
+		t.Logf("smallco done at %v, bigco at %v", small.Last, big.Last)
 
 		// Each tenant is held to its cap of 2, so the weight has nothing to decide: about as many
 		// of premium's as of smallco's are admitted while both have a backlog (not asserted).
