@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -157,4 +160,99 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 		tk, err := cfg.Queue.Ticket(ctx, res.Admitted[0].ID)
 		return err != nil || tk.State == pgqueue.TicketStateFinished
 	})
+}
+
+// outcomeLog is an outcomeRecorder that records nothing in Postgres: it keeps the tickets it was
+// given and reports them unrecorded, so that nothing is delivered.
+type outcomeLog struct {
+	mu  sync.Mutex
+	got []pgqueue.Ticket
+}
+
+func (l *outcomeLog) Record(_ context.Context, t pgqueue.Ticket, _ runReport) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, t)
+	return false
+}
+
+func (l *outcomeLog) tickets() []pgqueue.Ticket {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// Temporal answers a queued invocation's heartbeat with NotFound after the runner has taken its
+// ticket and looked the invocation up, before the run begins. The heartbeater's Cancel finds the
+// ticket running, so it lets the invocation go. The run must then not begin: begun, it ran
+// unregistered, and two self-checks later its ticket was handed back, its concurrency slot freed,
+// while the activity still ran. The runner hands the ticket back instead, releasing it once.
+func TestRunner_ActivityGoneBetweenTakeAndRun(t *testing.T) {
+	cfg := dbConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := newDispatcher(t, cfg) // not started: the test drives the services itself
+	outcomes := &outcomeLog{}
+	d.runner.recorder = outcomes
+	var active atomic.Bool // the activity is running
+	started := make(chan struct{})
+	inv := NewInvocation(InvocationParams{Key: InvocationKey("default", "gone", "run", "1", 1), Context: context.Background(),
+		TaskToken: []byte("not-a-task-token"), Namespace: "default", Line: "k",
+		Run: func(ctx context.Context) (any, error) {
+			active.Store(true)
+			defer active.Store(false)
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}, time.Now())
+	require.NoError(t, d.deps.reg.acquire(ctx))
+	d.deps.reg.hold(inv)
+	tk, err := cfg.Queue.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: cfg.Owner,
+		Namespace: "default", WorkflowID: "gone", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1,
+		TaskToken: []byte("not-a-task-token")})
+	require.NoError(t, err)
+	inv.setTicket(tk.ID)
+	res, err := cfg.Queue.Claim(ctx, pgqueue.ClaimParams{Owner: cfg.Owner})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 1)
+	taken := res.Admitted[0]
+	require.Equal(t, pgqueue.TicketStateRunning, taken.State, "the owner's own claim takes the ticket")
+
+	t.Cleanup(func() { // a run that began wrongly is ended, so that no goroutine outlives the test
+		inv.cancelRun(errStopping)
+		<-d.runner.idleCh()
+	})
+	d.runner.testHookLookedUp = func(_ pgqueue.Ticket, looked *Invocation) {
+		require.Same(t, inv, looked)
+		d.heartbeater.interrupt(inv, errActivityGone) // what a heartbeat answered NotFound does
+	}
+	d.runner.run(taken)
+	require.Nil(t, d.deps.reg.lookup(inv.Key()), "the heartbeater let the invocation go")
+	d.runner.mu.Lock()
+	began := d.runner.runs > 0
+	d.runner.mu.Unlock()
+	if began {
+		<-started // the activity runs, or ran: the self-checks below then act while it runs
+	}
+
+	// The self-check acts on a mismatch the second check in a row sees.
+	d.deps.stopping.Store(false) // the self-check leaves a stopped dispatcher's tickets alone
+	d.selfChecker.strikes = map[int64]reconcileAction{}
+	d.selfChecker.selfCheck(ctx)
+	d.selfChecker.selfCheck(ctx)
+
+	got, err := cfg.Queue.Ticket(ctx, taken.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgqueue.TicketStateFinished, got.State)
+	require.Equal(t, pgqueue.OutcomeHandedBack, got.OutcomeKind)
+	require.False(t, active.Load(), "the ticket was handed back, its slot freed, while its activity runs")
+	require.False(t, began, "a run began of an invocation the heartbeater let go")
+	require.Empty(t, outcomes.tickets(), "no run, no outcome")
+	problems, err := cfg.Queue.Verify(ctx)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	st, err := cfg.Queue.LimitStatus(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, st.State.InflightCount, "the reservation was released, once")
+	require.Zero(t, st.State.InflightTokens)
 }

@@ -50,6 +50,16 @@ func (r *Registry) drop(inv *Invocation) {
 	}
 }
 
+// letGo drops inv unless a run of it is under way, deciding atomically with the run's begin (see
+// Invocation.abandon): a run the runner has not begun yet never begins. When one is under way it
+// returns the run's cancel function and true, and inv stays held: the run drops it when it ends.
+func (r *Registry) letGo(inv *Invocation) (cancel context.CancelCauseFunc, running bool) {
+	if cancel, running = inv.abandon(); !running {
+		r.drop(inv)
+	}
+	return cancel, running
+}
+
 // dropTicket forgets the invocation of ticket t, if this process holds it.
 func (r *Registry) dropTicket(t pgqueue.Ticket) {
 	if inv := r.lookup(ticketKey(t)); inv != nil {
