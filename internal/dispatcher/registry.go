@@ -60,9 +60,14 @@ func (r *Registry) letGo(inv *Invocation) (cancel context.CancelCauseFunc, runni
 	return cancel, running
 }
 
-// dropTicket forgets the invocation of ticket t, if this process holds it.
+// dropTicket forgets the invocation of ticket t, which a stop handed back, if this process holds it:
+// a run of it not begun yet never begins (Invocation.abandon), and one under way is cancelled with
+// errStopping and let go, its result dropped.
 func (r *Registry) dropTicket(t pgqueue.Ticket) {
 	if inv := r.lookup(ticketKey(t)); inv != nil {
+		if cancel, running := inv.abandon(); running {
+			cancel(errStopping)
+		}
 		r.drop(inv)
 	}
 }
