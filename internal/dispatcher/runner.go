@@ -220,9 +220,11 @@ func (r *Runner) requeue(inv *Invocation, t pgqueue.Ticket, rep runReport) {
 	if err != nil {
 		// The ticket may still be running (the requeue failed) or back in line (its commit's answer
 		// was lost): either way, without its invocation, the self-check or the next admission
-		// hands it back to Temporal, which retries the activity.
+		// hands it back to Temporal, which retries the activity. Back in line, it may have been
+		// admitted again and its invocation looked up already: letGo refuses that run's begin (the
+		// runner hands the ticket back), or leaves a run that began first to hold its ticket.
 		r.log.Error("sluice: requeue rate-limited run", "ticket_id", t.ID, "error", err)
-		r.reg.drop(inv)
+		r.reg.letGo(inv)
 		r.checkSoon()
 	}
 }
