@@ -223,7 +223,7 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 			return
 		}
 		for _, t := range ts {
-			d.deps.reg.dropTicket(t)
+			d.deps.reg.dropTicket(t, errStopping)
 			d.deps.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
 			d.deliverer.DeliverAndAck(ctx, t)
 		}

@@ -312,7 +312,7 @@ func TestRunner_LetGoBetweenTakeAndRun(t *testing.T) {
 			back, err := b.cfg.Queue.HandBack(ctx, pgqueue.HandBackParams{Owner: b.cfg.Owner})
 			require.NoError(t, err)
 			require.Len(t, back, 1)
-			b.d.deps.reg.dropTicket(back[0])
+			b.d.deps.reg.dropTicket(back[0], errStopping)
 		})
 		require.False(t, began, "a run began after the stop handed its ticket back")
 		require.Nil(t, b.d.deps.reg.lookup(b.inv.Key()))

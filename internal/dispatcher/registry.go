@@ -60,13 +60,13 @@ func (r *Registry) letGo(inv *Invocation) (cancel context.CancelCauseFunc, runni
 	return cancel, running
 }
 
-// dropTicket forgets the invocation of ticket t, which a stop handed back, if this process holds it:
-// a run of it not begun yet never begins (Invocation.abandon), and one under way is cancelled with
-// errStopping and let go, its result dropped.
-func (r *Registry) dropTicket(t pgqueue.Ticket) {
+// dropTicket forgets the invocation of ticket t, which Postgres has finished or removed, if this
+// process holds it: a run of it not begun yet never begins (Invocation.abandon), and one under way
+// (a stop hands back running tickets) is cancelled with cause and let go, its result dropped.
+func (r *Registry) dropTicket(t pgqueue.Ticket, cause error) {
 	if inv := r.lookup(ticketKey(t)); inv != nil {
 		if cancel, running := inv.abandon(); running {
-			cancel(errStopping)
+			cancel(cause)
 		}
 		r.drop(inv)
 	}
