@@ -62,14 +62,14 @@ func (c *Claimer) loop(ctx context.Context) {
 			}
 		}
 		for _, t := range res.Expired {
-			c.reg.dropTicket(t) // Temporal has timed the attempt out; there is nothing to report
+			c.reg.dropTicket(t, errActivityGone) // Temporal has timed the attempt out; there is nothing to report
 		}
 		for _, t := range res.Refused {
 			// A spent allowance: the claim finished the ticket with its refusal. Fail the activity
 			// at once (another replica's delivery loop retries if this fails); its owner, if not
 			// this process, forgets the invocation at its next sweep (Forgetter).
 			c.tm.Refused(t)
-			c.reg.dropTicket(t)
+			c.reg.dropTicket(t, errActivityGone) // the refusal is the attempt's outcome
 			c.deliverer.DeliverAndAck(ctx, t)
 		}
 		if next > 0 && !waiter.Wait(ctx, onRelease, next) {

@@ -223,7 +223,7 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 			return
 		}
 		for _, t := range ts {
-			d.deps.reg.dropTicket(t)
+			d.deps.reg.dropTicket(t, errStopping)
 			d.deps.tm.ForKey(t.LineKey).Counter(telemetry.MetricTicketsHandedBack).Inc(1)
 			d.deliverer.DeliverAndAck(ctx, t)
 		}
@@ -260,7 +260,13 @@ func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p pgqueue.Enq
 	d.deps.reg.hold(inv)
 	t, err := d.enqueuer.Write(ctx, p)
 	if err != nil {
-		d.deps.reg.drop(inv)
+		// The ticket may have been written all the same (the commit's answer was lost), admitted, and
+		// its invocation looked up by the runner: letGo refuses that run's begin (the runner hands the
+		// ticket back). One that began first is cancelled: the caller fails this attempt, and
+		// Temporal retries the activity.
+		if cancel, running := d.deps.reg.letGo(inv); running {
+			cancel(errActivityGone)
+		}
 		return err
 	}
 	inv.setTicket(t.ID)

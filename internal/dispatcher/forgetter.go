@@ -9,7 +9,8 @@ import (
 
 // Forgetter forgets, every sweepEvery, the queued invocations whose Temporal deadline has passed:
 // Temporal has timed them out, so there is no one to report to, and the claim removes their tickets
-// (a ticket admitted meanwhile is released by the Runner, which no longer finds its invocation).
+// (a ticket admitted meanwhile is released by the Runner, which no longer finds its invocation, or
+// finds it let go: see Registry.letGo).
 type Forgetter struct {
 	loops
 	*deps
@@ -35,8 +36,12 @@ func (f *Forgetter) loop(ctx context.Context) {
 func (f *Forgetter) forgetExpired(now time.Time) {
 	var forgot []*Invocation
 	for _, inv := range f.reg.snapshot() {
-		if inv.expired(now) {
-			f.reg.drop(inv)
+		if !inv.expired(now) {
+			continue
+		}
+		// The runner may have taken its ticket and looked it up: letGo keeps a run that began since
+		// expired looked (its context's deadline has passed: it ends soon), and no run begins after.
+		if _, running := f.reg.letGo(inv); !running {
 			forgot = append(forgot, inv)
 		}
 	}

@@ -123,13 +123,16 @@ func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	case errors.Is(err, pgqueue.ErrNotFound):
 		// Either admitted and taken meanwhile (the run is starting: cancel it), or the ticket is gone
 		// (handed back by a survivor while this process had lost its lease): if Temporal no longer
-		// knows the activity either, nothing will ever run it here, so let it go.
-		_, running, cancel := inv.state()
-		switch {
-		case cancel != nil:
+		// knows the activity either, nothing will ever run it here, so let it go. The runner may
+		// have taken the ticket and looked the invocation up without beginning the run: letGo
+		// decides atomically with the begin, which it refuses from then on (the runner then hands
+		// the ticket back), or reports the run that began first, which is cancelled instead.
+		if cause != errActivityGone {
+			inv.cancelRun(cause)
+			return
+		}
+		if cancel, running := h.reg.letGo(inv); running {
 			cancel(cause)
-		case !running && cause == errActivityGone:
-			h.reg.drop(inv)
 		}
 		return
 	case err != nil:

@@ -57,6 +57,7 @@ type Invocation struct {
 	observed bool      // the run reported the provider's headers
 	running  bool
 	begun    bool      // a run has begun since the invocation was held
+	gone     bool      // let go of (abandon): no run of it begins
 	gen      int       // the Requeues of the ticket the last run began: its admission's generation
 	started  time.Time // when the run started; zero while queued
 	finished bool      // the activity returned: Sluice records and delivers its outcome
@@ -139,22 +140,52 @@ func (inv *Invocation) setTicket(id int64) {
 	inv.mu.Unlock()
 }
 
+// beginResult is what tryBegin did.
+type beginResult int
+
+const (
+	runBegun     beginResult = iota // the run began
+	runAlready                      // a run is under way, or a run of the same admission began already
+	runAbandoned                    // the invocation was let go (abandon): nothing runs it
+)
+
 // tryBegin marks the invocation running ticket t from now, cancellable with cancel, and reports
-// whether it did: not when a run is under way, nor when a run of the same admission began already.
-// An admission is told from the next by the ticket's Requeues, which each requeue adds one to. The
-// claimer, the take loop and the self-check may each hand the runner the same admission (the
-// self-check acts on what the others' lost answers left behind); it is run once.
-func (inv *Invocation) tryBegin(t pgqueue.Ticket, cancel context.CancelCauseFunc, now time.Time) bool {
+// whether it did: not when a run is under way, nor when a run of the same admission began already,
+// nor once the invocation was let go (see abandon). An admission is told from the next by the
+// ticket's Requeues, which each requeue adds one to. The claimer, the take loop and the self-check
+// may each hand the runner the same admission (the self-check acts on what the others' lost answers
+// left behind); it is run once.
+func (inv *Invocation) tryBegin(t pgqueue.Ticket, cancel context.CancelCauseFunc, now time.Time) beginResult {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
-	if inv.ranLocked(t) {
-		return false
+	switch {
+	case inv.ranLocked(t):
+		return runAlready
+	case inv.gone:
+		return runAbandoned
 	}
 	inv.begun, inv.gen = true, t.Requeues
 	inv.ticketID, inv.running, inv.cancel, inv.started, inv.finished = t.ID, true, cancel, now, false
 	inv.facts = admission.Facts{TicketID: t.ID, Limits: t.LimitKeys, Reserved: t.Reserved(),
 		EnqueuedAt: t.EnqueuedAt, AdmittedAt: t.AdmittedAt, Requeues: t.Requeues}
-	return true
+	return runBegun
+}
+
+// abandon lets the invocation go unless a run of it is under way: then it returns the run's cancel
+// function and true, and otherwise marks the invocation so that tryBegin refuses every run of it from
+// now on. Deciding and beginning are atomic, under inv.mu: whoever drops a held invocation while its
+// ticket may be taken (Registry.letGo) calls abandon first, because the runner may have looked the
+// invocation up already. A run it began after the drop would run unregistered, and the self-check,
+// finding a running ticket nobody holds, would hand it back (its limits released) while the activity
+// runs. Refused instead, the runner hands the ticket back before anything runs.
+func (inv *Invocation) abandon() (cancel context.CancelCauseFunc, running bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.running {
+		return inv.cancel, true
+	}
+	inv.gone = true
+	return nil, false
 }
 
 // runReport is what a finished run reported through sluiceactivity.

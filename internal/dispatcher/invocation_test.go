@@ -130,6 +130,42 @@ func TestRegistry(t *testing.T) {
 
 	b := NewInvocation(InvocationParams{Key: InvocationKey("ns", "wf", "run", "act", 2), Context: ctx}, t0)
 	r.hold(b)
-	r.dropTicket(pgqueue.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2})
+	r.dropTicket(pgqueue.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2}, errStopping)
+	require.Empty(t, r.snapshot())
+}
+
+// letGo and tryBegin decide under the invocation's lock: a queued invocation let go is dropped and
+// never begins a run; a running one is kept, and its run's cancel function returned.
+func TestRegistry_LetGo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := NewRegistry(2)
+
+	queued := newTestInvocation(0, time.Time{})
+	require.NoError(t, r.acquire(ctx))
+	r.hold(queued)
+	cancel, running := r.letGo(queued)
+	require.False(t, running)
+	require.Nil(t, cancel)
+	require.Nil(t, r.lookup(queued.Key()), "let go")
+	require.Equal(t, runAbandoned, queued.tryBegin(pgqueue.Ticket{ID: 1}, func(error) {}, t0), "a run looked up before the drop never begins")
+
+	busy := NewInvocation(InvocationParams{Key: "r", Context: ctx}, t0)
+	require.NoError(t, r.acquire(ctx))
+	r.hold(busy)
+	var cause error
+	require.Equal(t, runBegun, busy.tryBegin(pgqueue.Ticket{ID: 2}, func(err error) { cause = err }, t0))
+	cancel, running = r.letGo(busy)
+	require.True(t, running)
+	require.Same(t, busy, r.lookup("r"), "the run holds it")
+	cancel(errActivityGone)
+	require.ErrorIs(t, cause, errActivityGone, "the run's own cancel function")
+	require.Equal(t, runAlready, busy.tryBegin(pgqueue.Ticket{ID: 2}, func(error) {}, t0))
+
+	busy.requeued(t0)
+	_, running = r.letGo(busy)
+	require.False(t, running, "requeued, it is queued again: let go")
+	require.Equal(t, runAbandoned, busy.tryBegin(pgqueue.Ticket{ID: 2, Requeues: 1}, func(error) {}, t0),
+		"the next admission never begins")
 	require.Empty(t, r.snapshot())
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -156,5 +159,163 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	waitFor(t, ctx, "the ticket to finish", func() bool {
 		tk, err := cfg.Queue.Ticket(ctx, res.Admitted[0].ID)
 		return err != nil || tk.State == pgqueue.TicketStateFinished
+	})
+}
+
+// outcomeLog is an outcomeRecorder that records nothing in Postgres: it keeps the tickets it was
+// given and reports them unrecorded, so that nothing is delivered.
+type outcomeLog struct {
+	mu  sync.Mutex
+	got []pgqueue.Ticket
+}
+
+func (l *outcomeLog) Record(_ context.Context, t pgqueue.Ticket, _ runReport) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, t)
+	return false
+}
+
+func (l *outcomeLog) tickets() []pgqueue.Ticket {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// takenBundle is an unstarted dispatcher holding one invocation whose ticket its own claim has taken
+// (running in Postgres, no run begun), for tests to drive the runner from there.
+type takenBundle struct {
+	d        *Dispatcher
+	cfg      testSetup
+	inv      *Invocation
+	taken    pgqueue.Ticket
+	active   atomic.Bool   // the activity is running
+	started  chan struct{} // closed when the activity starts
+	outcomes *outcomeLog
+}
+
+func takenSetup(t *testing.T, ctx context.Context, deadline time.Time) *takenBundle {
+	t.Helper()
+	b := &takenBundle{cfg: dbConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1}), started: make(chan struct{}), outcomes: &outcomeLog{}}
+	b.d = newDispatcher(t, b.cfg) // not started: the test drives the services itself
+	b.d.runner.recorder = b.outcomes
+	b.inv = NewInvocation(InvocationParams{Key: InvocationKey("default", "gone", "run", "1", 1), Context: context.Background(),
+		TaskToken: []byte("not-a-task-token"), Namespace: "default", Line: "k", Deadline: deadline,
+		Run: func(ctx context.Context) (any, error) {
+			b.active.Store(true)
+			defer b.active.Store(false)
+			close(b.started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}, time.Now())
+	require.NoError(t, b.d.deps.reg.acquire(ctx))
+	b.d.deps.reg.hold(b.inv)
+	tk, err := b.cfg.Queue.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: b.cfg.Owner,
+		Namespace: "default", WorkflowID: "gone", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1,
+		TaskToken: []byte("not-a-task-token")})
+	require.NoError(t, err)
+	b.inv.setTicket(tk.ID)
+	res, err := b.cfg.Queue.Claim(ctx, pgqueue.ClaimParams{Owner: b.cfg.Owner})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 1)
+	b.taken = res.Admitted[0]
+	require.Equal(t, pgqueue.TicketStateRunning, b.taken.State, "the owner's own claim takes the ticket")
+	t.Cleanup(func() { // a run that began wrongly is ended, so that no goroutine outlives the test
+		b.inv.cancelRun(errStopping)
+		<-b.d.runner.idleCh()
+	})
+	return b
+}
+
+// runBetween runs the taken ticket, calling between once the runner has looked the invocation up,
+// before the run begins, and reports whether a run began; if one did, its activity has started.
+func (b *takenBundle) runBetween(t *testing.T, between func()) bool {
+	t.Helper()
+	b.d.runner.testHookLookedUp = func(_ pgqueue.Ticket, looked *Invocation) {
+		require.Same(t, b.inv, looked)
+		between()
+	}
+	b.d.runner.run(b.taken)
+	b.d.runner.mu.Lock()
+	began := b.d.runner.runs > 0
+	b.d.runner.mu.Unlock()
+	if began {
+		<-b.started
+	}
+	return began
+}
+
+// requireReleasedOnce checks that the ticket ended handed back, its activity not running, and that
+// the limit holds nothing and agrees with its tickets (Verify): released once.
+func (b *takenBundle) requireReleasedOnce(t *testing.T, ctx context.Context) {
+	t.Helper()
+	got, err := b.cfg.Queue.Ticket(ctx, b.taken.ID)
+	require.NoError(t, err)
+	require.Equal(t, pgqueue.TicketStateFinished, got.State)
+	require.Equal(t, pgqueue.OutcomeHandedBack, got.OutcomeKind)
+	require.False(t, b.active.Load(), "the ticket was handed back, its slot freed, while its activity runs")
+	problems, err := b.cfg.Queue.Verify(ctx)
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	st, err := b.cfg.Queue.LimitStatus(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, st.State.InflightCount, "the reservation was released, once")
+	require.Zero(t, st.State.InflightTokens)
+}
+
+// Temporal answers a queued invocation's heartbeat with NotFound after the runner has taken its
+// ticket and looked the invocation up, before the run begins. The heartbeater's Cancel finds the
+// ticket running, so it lets the invocation go. The run must then not begin: begun, it ran
+// unregistered, and two self-checks later its ticket was handed back, its concurrency slot freed,
+// while the activity still ran. The runner hands the ticket back instead, releasing it once.
+func TestRunner_ActivityGoneBetweenTakeAndRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	b := takenSetup(t, ctx, time.Time{})
+	began := b.runBetween(t, func() {
+		b.d.heartbeater.interrupt(b.inv, errActivityGone) // what a heartbeat answered NotFound does
+	})
+	require.Nil(t, b.d.deps.reg.lookup(b.inv.Key()), "the heartbeater let the invocation go")
+
+	// The self-check acts on a mismatch the second check in a row sees.
+	b.d.deps.stopping.Store(false) // the self-check leaves a stopped dispatcher's tickets alone
+	b.d.selfChecker.strikes = map[int64]reconcileAction{}
+	b.d.selfChecker.selfCheck(ctx)
+	b.d.selfChecker.selfCheck(ctx)
+
+	b.requireReleasedOnce(t, ctx)
+	require.False(t, began, "a run began of an invocation the heartbeater let go")
+	require.Empty(t, b.outcomes.tickets(), "no run, no outcome")
+}
+
+// The other paths that let a held invocation go while its ticket may be taken have the same window
+// between the runner's lookup and the run's begin: none lets a run begin unregistered.
+func TestRunner_LetGoBetweenTakeAndRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+
+	t.Run("ForgetterSweepsExpired", func(t *testing.T) {
+		deadline := time.Now()
+		b := takenSetup(t, ctx, deadline)
+		forgot := &b.d.forgetter.signals.Forgot
+		forgot.Init()
+		began := b.runBetween(t, func() { b.d.forgetter.forgetExpired(deadline.Add(time.Minute)) })
+		require.Equal(t, []*Invocation{b.inv}, forgot.WaitOrTimeout(t))
+		require.False(t, began, "a run began of an invocation the forgetter swept")
+		require.Nil(t, b.d.deps.reg.lookup(b.inv.Key()))
+		b.requireReleasedOnce(t, ctx)
+	})
+
+	t.Run("StopHandsBack", func(t *testing.T) {
+		b := takenSetup(t, ctx, time.Time{})
+		began := b.runBetween(t, func() { // handBackOwn's hand-back, without its deliveries to Temporal
+			back, err := b.cfg.Queue.HandBack(ctx, pgqueue.HandBackParams{Owner: b.cfg.Owner})
+			require.NoError(t, err)
+			require.Len(t, back, 1)
+			b.d.deps.reg.dropTicket(back[0], errStopping)
+		})
+		require.False(t, began, "a run began after the stop handed its ticket back")
+		require.Nil(t, b.d.deps.reg.lookup(b.inv.Key()))
+		b.requireReleasedOnce(t, ctx)
 	})
 }

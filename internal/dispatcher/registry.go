@@ -50,9 +50,24 @@ func (r *Registry) drop(inv *Invocation) {
 	}
 }
 
-// dropTicket forgets the invocation of ticket t, if this process holds it.
-func (r *Registry) dropTicket(t pgqueue.Ticket) {
+// letGo drops inv unless a run of it is under way, deciding atomically with the run's begin (see
+// Invocation.abandon): a run the runner has not begun yet never begins. When one is under way it
+// returns the run's cancel function and true, and inv stays held: the run drops it when it ends.
+func (r *Registry) letGo(inv *Invocation) (cancel context.CancelCauseFunc, running bool) {
+	if cancel, running = inv.abandon(); !running {
+		r.drop(inv)
+	}
+	return cancel, running
+}
+
+// dropTicket forgets the invocation of ticket t, which Postgres has finished or removed, if this
+// process holds it: a run of it not begun yet never begins (Invocation.abandon), and one under way
+// (a stop hands back running tickets) is cancelled with cause and let go, its result dropped.
+func (r *Registry) dropTicket(t pgqueue.Ticket, cause error) {
 	if inv := r.lookup(ticketKey(t)); inv != nil {
+		if cancel, running := inv.abandon(); running {
+			cancel(cause)
+		}
 		r.drop(inv)
 	}
 }

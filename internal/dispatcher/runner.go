@@ -32,6 +32,9 @@ type Runner struct {
 	// testHookRequeued, when set, is called once a requeue's statement has returned: tests use it to
 	// have the ticket admitted again at that point.
 	testHookRequeued func(pgqueue.Ticket)
+	// testHookLookedUp, when set, is called once run has found a ticket's invocation, before it
+	// begins the run: tests use it to act on the invocation in that window.
+	testHookLookedUp func(pgqueue.Ticket, *Invocation)
 
 	mu   sync.Mutex
 	runs int
@@ -131,15 +134,22 @@ func (r *Runner) run(t pgqueue.Ticket) {
 	if inv == nil {
 		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
 		// the ticket back so that its reservation is released and Temporal retries it.
-		err := r.q.Complete(r.life, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: throttle.AbandonedCost(false), OutcomeKind: pgqueue.OutcomeHandedBack})
-		if err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
-			r.log.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
-		}
+		r.release(t)
 		return
 	}
+	if r.testHookLookedUp != nil {
+		r.testHookLookedUp(t, inv)
+	}
 	runCtx, cancel := inv.runContext(runHandle{r: r, inv: inv})
-	if !inv.tryBegin(t, cancel, time.Now()) {
+	switch inv.tryBegin(t, cancel, time.Now()) {
+	case runAlready:
 		cancel(nil) // this admission runs already: handed over twice (see tryBegin)
+		return
+	case runAbandoned:
+		// Let go since the lookup (Temporal no longer knows the activity, or it was swept): as if
+		// not found, the ticket goes back before anything runs.
+		cancel(nil)
+		r.release(t)
 		return
 	}
 	runCtx, span := r.tm.StartRun(runCtx, t)
@@ -149,6 +159,15 @@ func (r *Runner) run(t pgqueue.Ticket) {
 		defer cancel(nil)
 		r.finish(runCtx, inv, t, span)
 	}()
+}
+
+// release gives back ticket t, which nothing will run: completed as handed back, it never started,
+// so its reservation comes back whole.
+func (r *Runner) release(t pgqueue.Ticket) {
+	err := r.q.Complete(r.life, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: throttle.AbandonedCost(false), OutcomeKind: pgqueue.OutcomeHandedBack})
+	if err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
+		r.log.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
+	}
 }
 
 // finish runs the activity and hands what it returned on: a refused call is requeued, anything else
@@ -201,9 +220,11 @@ func (r *Runner) requeue(inv *Invocation, t pgqueue.Ticket, rep runReport) {
 	if err != nil {
 		// The ticket may still be running (the requeue failed) or back in line (its commit's answer
 		// was lost): either way, without its invocation, the self-check or the next admission
-		// hands it back to Temporal, which retries the activity.
+		// hands it back to Temporal, which retries the activity. Back in line, it may have been
+		// admitted again and its invocation looked up already: letGo refuses that run's begin (the
+		// runner hands the ticket back), or leaves a run that began first to hold its ticket.
 		r.log.Error("sluice: requeue rate-limited run", "ticket_id", t.ID, "error", err)
-		r.reg.drop(inv)
+		r.reg.letGo(inv)
 		r.checkSoon()
 	}
 }
