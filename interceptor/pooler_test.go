@@ -9,10 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
 	"github.com/sluicehq/sluice/internal/testkit/pgbouncer"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
+	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -103,4 +108,106 @@ func TestNewPlugin_RefusesCachedStatementsBehindATransactionPooler(t *testing.T)
 	opts.TransactionPooler, opts.ListenURL = false, "postgres://%zz"
 	_, err = sluiceinterceptor.NewPlugin(opts)
 	require.ErrorContains(t, err, "Options.ListenURL is not a Postgres URL or DSN")
+}
+
+// TestPlugin_RefusesAnUndeclaredTransactionPooler starts the plugin as the quickstart does, over a
+// pool through a real PgBouncer in transaction mode with Options.TransactionPooler left unset: the
+// start is refused with ErrTransactionPooler, whatever the pool's exec mode, and whether or not
+// PgBouncer's server connections hold another client's prepared statements (where the migration
+// failed with SQLSTATE 42P05). A direct pool passes the check and starts. No Temporal server is
+// needed: the test calls the plugin's StartWorker itself, as a worker's Start does.
+func TestPlugin_RefusesAnUndeclaredTransactionPooler(t *testing.T) {
+	t.Parallel()
+	type testBundle struct {
+		direct *pgxpool.Pool
+		opts   sluiceinterceptor.Options
+	}
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		direct := testdb.Pool(t)
+		c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1", Logger: temporaltest.QuietLogger()})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		return &testBundle{direct: direct, opts: sluiceinterceptor.Options{
+			Pool: direct, Client: c, Schema: testdb.Schema(t, direct), Logger: testenv.Logger(t),
+			Limits: []throttle.Limit{{Key: "svc", MaxConcurrent: 1}},
+			Routes: map[string]sluiceinterceptor.Route{"Double": {Limits: []string{"svc"}}},
+		}}
+	}
+	// start starts the plugin as a worker's Start does, stopped at the end of the test if it started.
+	start := func(t *testing.T, opts sluiceinterceptor.Options) error {
+		t.Helper()
+		plugin, err := sluiceinterceptor.NewPlugin(opts)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = plugin.StartWorker(ctx, worker.PluginStartWorkerOptions{},
+			func(context.Context, worker.PluginStartWorkerOptions) error { return nil })
+		if err == nil {
+			t.Cleanup(func() {
+				plugin.StopWorker(context.Background(), worker.PluginStopWorkerOptions{}, func(context.Context, worker.PluginStopWorkerOptions) {})
+			})
+		}
+		return err
+	}
+	requireRefused := func(t *testing.T, err error) {
+		t.Helper()
+		t.Logf("start refused: %v", err)
+		require.ErrorIs(t, err, sluiceinterceptor.ErrTransactionPooler)
+		require.ErrorContains(t, err, "set Options.TransactionPooler")
+		require.ErrorContains(t, err, "default_query_exec_mode=exec")
+		require.ErrorContains(t, err, "Connections and poolers")
+	}
+	// bounced is a pool through a fresh PgBouncer in front of the test database, in pgx's default
+	// exec mode (cache_statement, as the quickstart leaves it) unless exec.
+	bounced := func(t *testing.T, exec bool) *pgxpool.Pool {
+		t.Helper()
+		url := pgbouncer.Start(t, testdb.URL(t), pgbouncer.Options{PoolSize: 4}).URL
+		if !exec {
+			url = strings.Replace(url, "&default_query_exec_mode=exec", "", 1)
+		}
+		return poolOf2(t, url)
+	}
+
+	t.Run("DirectPoolStarts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NoError(t, start(t, b.opts))
+	})
+
+	t.Run("PgBouncerCachedStatements", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.opts.Pool = bounced(t, false)
+		requireRefused(t, start(t, b.opts))
+	})
+
+	t.Run("PgBouncerExec", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.opts.Pool = bounced(t, true)
+		requireRefused(t, start(t, b.opts))
+	})
+
+	t.Run("PgBouncerServerConnectionsUsed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		pool := bounced(t, false)
+		// An earlier client migrates through PgBouncer, leaving pgx's cached statements prepared on
+		// its server connection, as an earlier worker does: the plugin's own migration then met
+		// them (SQLSTATE 42P05, "already exists") at start.
+		earlier := poolOf2(t, pool.Config().ConnString())
+		_, err := pgqueue.Migrate(context.Background(), earlier, pgqueue.MigrateOptions{Schema: b.opts.Schema})
+		require.NoError(t, err)
+		earlier.Close()
+		b.opts.Pool = pool
+		requireRefused(t, start(t, b.opts))
+	})
+
+	t.Run("DeclaredPgBouncerStarts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.opts.Pool, b.opts.TransactionPooler = bounced(t, true), true
+		require.NoError(t, start(t, b.opts))
+	})
 }
