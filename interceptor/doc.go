@@ -75,6 +75,7 @@
 // A worker process works within a pool of 2 connections (Options.Pool with MaxConns 2) plus the
 // connection it listens for notifications on. Behind a pooler in transaction mode (PgBouncer), set
 // Options.TransactionPooler and give the pool default_query_exec_mode=exec; the process then listens
-// on Options.ListenURL, a direct connection, or, without one, polls every PollInterval. The README's
-// "Connections and poolers" sizes Postgres for a fleet.
+// on Options.ListenURL, a direct connection, or, without one, polls every PollInterval. Unset over
+// such a pooler, the plugin refuses to start with [ErrTransactionPooler]. The README's "Connections
+// and poolers" sizes Postgres for a fleet.
 package interceptor

@@ -119,6 +119,11 @@ type Options struct {
 	// PollInterval), and NewPlugin refuses a Pool that caches prepared statements (pgx's default
 	// QueryExecModeCacheStatement, which PgBouncer before 1.21 cannot follow): add
 	// default_query_exec_mode=exec to its URL. Defaults to false: Pool reaches Postgres directly.
+	// Left false over a transaction pooler, the plugin refuses to start with ErrTransactionPooler:
+	// when the first worker starts, it reads pg_backend_pid() on one of Pool's connections in two
+	// transactions, and, when the backend PID reported at connect is not that one (a pooler's), on
+	// a second connection opened beside it. A backend that changes under one connection, or serves
+	// two at once, is a transaction pooler; a direct connection or a pooler in session mode passes.
 	TransactionPooler bool
 	// ListenURL, when set, is the connection string of a direct connection to Postgres (not through
 	// a pooler) on which this process listens for notifications, in place of a connection taken

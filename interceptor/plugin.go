@@ -32,8 +32,9 @@ type Plugin struct {
 
 var _ worker.Plugin = (*Plugin)(nil)
 
-// NewPlugin validates opts and returns the plugin. It does not touch the database: migrations run
-// and limits are upserted when the first worker starts.
+// NewPlugin validates opts and returns the plugin. It does not touch the database: the check for an
+// undeclared transaction pooler, the migrations and the upsert of limits run when the first worker
+// starts.
 func NewPlugin(opts Options) (*Plugin, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -67,7 +68,9 @@ func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWo
 	return nil
 }
 
-// StartWorker starts the dispatcher (which migrates the schema and upserts the limits), then the worker.
+// StartWorker starts the dispatcher (which refuses, with ErrTransactionPooler, a Pool behind a pooler
+// in transaction mode that Options.TransactionPooler does not declare, then migrates the schema and
+// upserts the limits), then the worker.
 func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOptions, next func(context.Context, worker.PluginStartWorkerOptions) error) error {
 	p.mu.Lock()
 	if p.running == 0 {

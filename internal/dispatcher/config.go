@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
@@ -68,10 +67,13 @@ func (c Config) keys() []string {
 	return slices.Compact(keys)
 }
 
-// prepare readies the schema for the routes: it runs the migrations, upserts Limits, and checks that
-// every limit a route names exists.
+// prepare readies the schema for the routes: it refuses a Pool behind an undeclared transaction
+// pooler, runs the migrations, upserts Limits, and checks that every limit a route names exists.
 func (d *Dispatcher) prepare(ctx context.Context) error {
 	cfg := d.deps.cfg
+	if err := d.checkPooler(ctx); err != nil {
+		return err
+	}
 	if _, err := pgqueue.Migrate(ctx, cfg.Pool, pgqueue.MigrateOptions{Schema: cfg.Schema}); err != nil {
 		return fmt.Errorf("sluice: %w", cfg.poolerHint(err))
 	}
@@ -92,16 +94,4 @@ func (d *Dispatcher) prepare(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// poolerHint adds to err, when Postgres says a prepared statement does not exist (SQLSTATE 26000),
-// that Pool is likely behind a pooler in transaction mode that Sluice was not told of.
-func (c Config) poolerHint(err error) error {
-	var pgErr *pgconn.PgError
-	if c.TransactionPooler || !errors.As(err, &pgErr) || pgErr.Code != "26000" {
-		return err
-	}
-	return fmt.Errorf("%w (a prepared statement vanished between transactions: if Options.Pool goes through "+
-		"a pooler in transaction mode, such as PgBouncer, set Options.TransactionPooler and add "+
-		"default_query_exec_mode=exec to its URL)", err)
 }

@@ -15,6 +15,12 @@ func TestPoolerHint(t *testing.T) {
 	require.ErrorContains(t, err, "set Options.TransactionPooler")
 	require.True(t, errors.Is(err, vanished), "the cause stays wrapped")
 
+	// A statement a pooler's server connection prepared for another client: the hint too.
+	exists := &pgconn.PgError{Code: "42P05", Message: `prepared statement "stmtcache_1" already exists`}
+	err = Config{}.poolerHint(exists)
+	require.ErrorContains(t, err, "set Options.TransactionPooler")
+	require.ErrorIs(t, err, exists)
+
 	// Told of the pooler already, or another error: no hint.
 	require.Equal(t, vanished, Config{TransactionPooler: true}.poolerHint(vanished))
 	other := &pgconn.PgError{Code: "53300"}

@@ -1,5 +1,5 @@
-// Package pgbouncer starts a private PgBouncer in transaction mode in front of a Postgres, for tests
-// and benchmarks of Sluice behind a pooler. It runs the installed binary (Debian's pgbouncer
+// Package pgbouncer starts a private PgBouncer in transaction mode (or session mode, on request) in
+// front of a Postgres, for tests and benchmarks of Sluice behind a pooler. It runs the installed binary (Debian's pgbouncer
 // package); PgBouncer refuses to run as root, so when the caller is root it runs as the postgres OS
 // user through runuser, as internal/pgcluster runs the server.
 package pgbouncer
@@ -40,9 +40,12 @@ type Options struct {
 	PoolSize int
 	// MaxClients is max_client_conn. Defaults to 2,000.
 	MaxClients int
+	// PoolMode is pool_mode: "transaction" or "session" (a server connection per client, for as
+	// long as it is connected). Defaults to "transaction".
+	PoolMode string
 }
 
-// Start starts a PgBouncer in transaction mode in front of backend (a postgres:// URL), stopped at
+// Start starts a PgBouncer in transaction mode (unless opts.PoolMode) in front of backend (a postgres:// URL), stopped at
 // the end of the test. Without the pgbouncer binary it skips the test, or fails it when CI is set.
 func Start(t testing.TB, backend string, opts Options) *Bouncer {
 	t.Helper()
@@ -152,8 +155,8 @@ func (b *Bouncer) config(backend *url.URL, opts Options) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "[databases]\n* = host=%s port=%s user=%s\n\n[pgbouncer]\n", host, port, backend.User.Username())
 	fmt.Fprintf(&s, "listen_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n", b.Port)
-	fmt.Fprintf(&s, "auth_type = any\npool_mode = transaction\ndefault_pool_size = %d\nmax_client_conn = %d\n",
-		cmp.Or(opts.PoolSize, 20), cmp.Or(opts.MaxClients, 2000))
+	fmt.Fprintf(&s, "auth_type = any\npool_mode = %s\ndefault_pool_size = %d\nmax_client_conn = %d\n",
+		cmp.Or(opts.PoolMode, "transaction"), cmp.Or(opts.PoolSize, 20), cmp.Or(opts.MaxClients, 2000))
 	fmt.Fprintf(&s, "ignore_startup_parameters = extra_float_digits\nlogfile = %s\npidfile = %s\n",
 		filepath.Join(b.Dir, "pgbouncer.log"), filepath.Join(b.Dir, "pgbouncer.pid"))
 	return s.String()
