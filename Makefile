@@ -19,7 +19,7 @@ WITH_PG := $(CURDIR)/scripts/with-postgres.sh
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test test-short test-stress test-faults soak bench bench-go lint demo demo-anthropic explain-accuracy tidy fmt clean
+.PHONY: help test test-short test-stress test-faults soak sim bench bench-go lint demo demo-anthropic explain-accuracy tidy fmt clean
 
 help: ## Show this help
 	@awk 'BEGIN { FS = ":[^#]*## "; printf "Usage: make <target>\n\nTargets:\n" } \
@@ -59,6 +59,16 @@ SOAK ?= 30m
 soak: bin/temporal ## 8 worker processes, 104 keys, random faults for SOAK (30m); prints the counts (not in CI)
 	@mkdir -p $(BIN)
 	bash -o pipefail -c "SLUICE_SOAK=$(SOAK) SLUICE_TEMPORAL_CLI=$(BIN)/temporal $(WITH_PG) $(GO) test -count=1 -run '^TestSoak$$' -timeout 120m -v ./interceptor/ | tee $(BIN)/soak.txt | grep -E '^(SOAK|--- |ok|FAIL|panic)'"
+
+# SIM_TIME is how long `make sim` searches; SEED fixes rapid's seed (one round of its checks);
+# REPLAY is a fail file a failed run wrote (it prints the path), replayed exactly.
+SIM_TIME ?= 5m
+SEED     ?=
+REPLAY   ?=
+
+sim: ## The simulation of admission: random runs against the real engine for SIM_TIME (5m); SEED=, REPLAY=FILE
+	bash -o pipefail -c "SIM_TIME=$(if $(REPLAY),,$(SIM_TIME)) SEED=$(SEED) $(WITH_PG) $(GO) test -count=1 -run '^TestSim$$$$' -timeout 0 -v \
+		$(if $(REPLAY),-rapid.failfile=$(abspath $(REPLAY)),) ./internal/sim/ | grep -E '^(=== RUN|--- |ok|FAIL|panic)|SIM:|\[rapid\]|sim_test.go|model:|^ {8}'"
 
 bench: bin/temporal ## Sluice beside River on this Postgres, then the plugin through Temporal (BENCH_FLAGS=-short for a few minutes)
 	cd bench && $(WITH_PG) $(GO) run . -out $(BIN)/bench $(BENCH_FLAGS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -29,7 +30,7 @@ type EnqueueParams struct {
 	// the limits (a price table's estimate of Cost: throttle.PriceTable.Estimate), from 0 to
 	// throttle.MaxAllowanceAmount. Defaults to 0.
 	CostMoney int64
-	// Priority orders tickets within a line: lower first. Defaults to 0.
+	// Priority orders tickets within a line: lower first, in the range of int32. Defaults to 0.
 	Priority int
 	// FairnessKey shares the line fairly between keys (tenants, workflows) of equal priority. Empty
 	// means no fair share: the ticket is ordered by arrival. Defaults to "".
@@ -81,6 +82,12 @@ func (p *EnqueueParams) validate() error {
 	}
 	if p.Owner == "" {
 		return errors.New("sluice: EnqueueParams.Owner must not be empty")
+	}
+	if p.Priority < math.MinInt32 || p.Priority > math.MaxInt32 {
+		return fmt.Errorf("sluice: EnqueueParams.Priority must be in [%d, %d], got %d", math.MinInt32, math.MaxInt32, p.Priority)
+	}
+	if p.Attempt > math.MaxInt32 {
+		return fmt.Errorf("sluice: EnqueueParams.Attempt must be at most %d, got %d", math.MaxInt32, p.Attempt)
 	}
 	if p.Attempt == 0 {
 		p.Attempt = 1

@@ -66,10 +66,12 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 			{`DELETE FROM {s}.sluice_limit_change WHERE id IN (SELECT id FROM {s}.sluice_limit_change
 				WHERE at < $1 ORDER BY id FOR UPDATE SKIP LOCKED)`, []any{now.Add(-LimitHistoryRetention)}},
 			// Claims take the allowance ledger's rows of limits with allowances only: the rows of a
-			// limit whose allowances were removed (or that was deleted) would stay. The ledger has no
+			// limit whose allowances were removed (or that was deleted) would stay; a removed allowance's
+			// kept state (throttle.AllowanceStates) still takes its rows. The ledger has no
 			// key of its own; its rows are never updated, so a locked row's ctid stays its own.
 			{`DELETE FROM {s}.sluice_allowance_release WHERE ctid = ANY(ARRAY(SELECT a.ctid FROM {s}.sluice_allowance_release a
-				WHERE NOT EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = a.key AND l.allowances IS NOT NULL)
+				WHERE NOT EXISTS (SELECT 1 FROM {s}.sluice_limit l WHERE l.key = a.key
+					AND (l.allowances IS NOT NULL OR (l.allowance_state IS NOT NULL AND l.allowance_state <> '{}')))
 				ORDER BY a.key, a.admitted_at, a.ctid FOR UPDATE OF a SKIP LOCKED))`, nil},
 		} {
 			tag, err := tx.Exec(ctx, q.s(stmt.sql), stmt.args...)

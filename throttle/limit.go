@@ -25,7 +25,8 @@ type Limit struct {
 	// Key names the limit ("openai", "tenant:acme"). It must be non-empty printable UTF-8 of at most
 	// MaxKeyLen bytes.
 	Key string `json:"key"`
-	// MaxConcurrent caps the tickets admitted and still running. Zero means no cap.
+	// MaxConcurrent caps the tickets admitted and still running, at most math.MaxInt32. Zero means no
+	// cap.
 	MaxConcurrent int `json:"max_concurrent"`
 	// RequestsPerSecond is the rate at which tickets are admitted, refilled continuously. Zero means
 	// no request rate.
@@ -98,6 +99,9 @@ func (l Limit) Validate() error {
 	}
 	if l.MaxConcurrent < 0 {
 		return bad("MaxConcurrent", l.MaxConcurrent, ">= 0 (0 means no cap)")
+	}
+	if l.MaxConcurrent > math.MaxInt32 {
+		return bad("MaxConcurrent", l.MaxConcurrent, fmt.Sprintf("<= %d", math.MaxInt32))
 	}
 	if l.MaxInflightTokens < 0 {
 		return bad("MaxInflightTokens", l.MaxInflightTokens, ">= 0 (0 means no cap)")
