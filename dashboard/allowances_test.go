@@ -24,7 +24,8 @@ var allowanceNow = time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 // llm, the provider's line (10 slots); plan:free with 0.50 USD and 50,000 tokens a day (the tokens'
 // day in Los Angeles) and 100 requests in any 24 hours; plan:trial with 0.10 USD a day, refused when
 // spent. The workflow free-1 (0.25 USD, 20,000 tokens) and trial-1 (0.10 USD) were admitted: the
-// trial's dollars are spent. trial-2 (0.05 USD) was refused for it; free-2 (0.30 USD, more than the
+// trial's dollars are spent, and trial-1 completed reporting all of them (so nothing in flight can give
+// any back). trial-2 (0.05 USD) was refused for it; free-2 (0.30 USD, more than the
 // 0.25 left) waits for the day's reset; trial-3 (0.05 USD) is queued and the next claim refuses it.
 type allowed struct {
 	q   *pgqueue.Queue
@@ -63,6 +64,8 @@ func newAllowed(t *testing.T) allowed {
 	res, err := q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
+	require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: a.ids["trial-1"], ActualCost: 1_000, ActualMoney: 100_000,
+		OutcomeKind: pgqueue.OutcomeCompleted}))
 	enqueue("trial-2", "plan:trial", 1_000, 50_000)
 	enqueue("free-2", "plan:free", 1_000, 300_000)
 	res, err = q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})

@@ -334,18 +334,3 @@ func waitReason(w throttle.Wait, line string) string {
 	}
 	return w.Reason.String() + " of " + w.Key
 }
-
-// charged is, for each of t's limits with allowances, the keys of the allowances that count t when
-// this claim admits it: what its release reconciles (throttle.SpendRelease.Charged).
-func (c *claimRun) charged(t Ticket) map[string][]string {
-	var out map[string][]string
-	for _, k := range t.LimitKeys {
-		if r := c.locked[k]; r != nil && len(r.limit.Allowances) > 0 {
-			if out == nil {
-				out = map[string][]string{}
-			}
-			out[k] = r.limit.Allowances.Keys()
-		}
-	}
-	return out
-}

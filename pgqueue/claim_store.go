@@ -206,3 +206,18 @@ func (u usage) args() []any {
 	}
 	return []any{keys, seconds, requests, tokens, input, output, returnedInput, returnedOutput}
 }
+
+// charged is, for each of t's limits with allowances, the keys of the allowances that count t when
+// this claim admits it: what its release reconciles (throttle.SpendRelease.Charged).
+func (c *claimRun) charged(t Ticket) map[string][]string {
+	var out map[string][]string
+	for _, k := range t.LimitKeys {
+		if r := c.locked[k]; r != nil && len(r.limit.Allowances) > 0 {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[k] = r.limit.Allowances.Keys()
+		}
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+package sim_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/sim"
+	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
+)
+
+// check runs after every step: the engine's own Verify, and the tables against the model.
+func (r *run) check() {
+	problems, err := r.reps[0].q.Verify(r.ctx)
+	if err != nil {
+		r.fail("verify: %v", err)
+	}
+	for _, p := range problems {
+		r.fail("verify: %s", p)
+	}
+	r.checkTickets()
+	r.checkRows()
+}
+
+// checkTickets holds every ticket's state in Postgres against the model's.
+func (r *run) checkTickets() {
+	rows, err := r.env.admin.Query(r.ctx, `SELECT id, state FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_ticket`)
+	if err != nil {
+		r.fail("read tickets: %v", err)
+	}
+	type row struct {
+		id    int64
+		state string
+	}
+	got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
+		var x row
+		return x, cr.Scan(&x.id, &x.state)
+	})
+	if err != nil {
+		r.fail("read tickets: %v", err)
+	}
+	seen := map[int64]bool{}
+	for _, x := range got {
+		seen[x.id] = true
+		t := r.ticket(x.id)
+		if string(t.State) != x.state {
+			r.fail("ticket #%d (id %d) is %s in Postgres, %s in the model", t.Index, t.ID, x.state, t.State)
+		}
+	}
+	for _, t := range r.m.Tickets {
+		if t.State != sim.Gone && !seen[t.ID] {
+			r.fail("ticket #%d (id %d) is %s in the model, gone from Postgres", t.Index, t.ID, t.State)
+		}
+	}
+}
+
+// checkRows holds every limit row's state (buckets, in-flight figures, pause) against the model's,
+// which folds what the engine folded, when it did.
+func (r *run) checkRows() {
+	rows, err := r.env.admin.Query(r.ctx, `SELECT key, request_level, request_at, token_level, token_at, input_token_level,
+		input_token_at, output_token_level, output_token_at, inflight_count, inflight_tokens, paused_until
+		FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_limit`)
+	if err != nil {
+		r.fail("read limits: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key    string
+			s      throttle.State
+			ats    [4]*time.Time
+			paused *time.Time
+		)
+		if err := rows.Scan(&key, &s.Requests.Level, &ats[0], &s.Tokens.Level, &ats[1], &s.InputTokens.Level, &ats[2],
+			&s.OutputTokens.Level, &ats[3], &s.InflightCount, &s.InflightTokens, &paused); err != nil {
+			r.fail("read limits: %v", err)
+		}
+		for i, b := range []*throttle.Bucket{&s.Requests, &s.Tokens, &s.InputTokens, &s.OutputTokens} {
+			if ats[i] != nil {
+				b.At = ats[i].UTC()
+			}
+		}
+		if paused != nil {
+			s.PausedUntil = paused.UTC()
+		}
+		k := r.m.Keys[key]
+		want := k.State
+		want.Allowances = nil
+		for _, p := range []struct {
+			name      string
+			got, want throttle.Bucket
+		}{{"requests", s.Requests, want.Requests}, {"tokens", s.Tokens, want.Tokens},
+			{"input tokens", s.InputTokens, want.InputTokens}, {"output tokens", s.OutputTokens, want.OutputTokens}} {
+			if !p.got.At.Equal(p.want.At) || !closeTo(p.got.Level, p.want.Level) {
+				r.fail("limit %q: %s bucket is %+v in Postgres, %+v in the model", key, p.name, p.got, p.want)
+			}
+		}
+		if s.InflightCount != want.InflightCount || s.InflightTokens != want.InflightTokens {
+			r.fail("limit %q: %d in flight with %d tokens in Postgres, %d with %d in the model", key, s.InflightCount,
+				s.InflightTokens, want.InflightCount, want.InflightTokens)
+		}
+		if !s.PausedUntil.Equal(want.PausedUntil) {
+			r.fail("limit %q: paused until %s in Postgres, %s in the model", key, s.PausedUntil, want.PausedUntil)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		r.fail("read limits: %v", err)
+	}
+}
+
+func closeTo(a, b float64) bool {
+	return a == b || math.Abs(a-b) <= 1e-6*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+// drain ends the run: every replica's tickets are handed back or run, windows reset and pauses lift,
+// until nothing is left in flight or in line. A ticket that stays queued is a stall.
+func (r *run) drain() {
+	r.clock.add(leaseTTL + time.Second)
+	r.renew()
+	r.handBack(r.reps[len(r.reps)-1])
+	for round := 0; ; round++ {
+		open := 0
+		for _, t := range r.m.Tickets {
+			if t.State == sim.Queued || t.State == sim.Admitted || t.State == sim.Running {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		if round == 30 {
+			var b strings.Builder
+			for _, t := range r.m.Tickets {
+				if t.State == sim.Queued || t.State == sim.Admitted || t.State == sim.Running {
+					ref, _ := r.m.Check(t, r.now())
+					fmt.Fprintf(&b, "\n  #%d id %d %s owner %s keys %v cost %+v money %d deadline %v: held by %q %s",
+						t.Index, t.ID, t.State, t.Owner, t.Keys, t.Cost, t.Money, t.Deadline, ref.Key, ref.Reason)
+				}
+			}
+			r.fail("drain: %d tickets still open after %d rounds of claims:%s", open, round, b.String())
+		}
+		for _, key := range allKeys {
+			if err := r.reps[0].q.Resume(r.ctx, key); err != nil {
+				r.fail("resume: %v", err)
+			}
+			r.m.Resume(key)
+		}
+		r.clock.add(32 * 24 * time.Hour)
+		r.renew()
+		r.handBack(r.reps[len(r.reps)-1])
+		for _, rep := range r.reps {
+			if !rep.alive {
+				continue
+			}
+			r.claim(rep, 100, 256)
+			r.take(rep)
+			for _, t := range r.m.Tickets {
+				if t.State == sim.Running && t.Owner == rep.id {
+					if err := rep.q.Complete(r.ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: t.Cost.Total(),
+						ActualOutput: t.Cost.Output, OutcomeKind: pgqueue.OutcomeCompleted}); err != nil {
+						r.fail("drain: complete #%d: %v", t.Index, err)
+					}
+					r.m.Complete(t, sim.Usage{Total: t.Cost.Total(), Output: t.Cost.Output, Money: -1})
+					r.end(t, sim.Finished, "completed")
+				}
+			}
+			r.check()
+		}
+	}
+	for _, t := range r.m.Tickets {
+		if t.Ends != 1 {
+			r.fail("ticket #%d (id %d) ended %d times", t.Index, t.ID, t.Ends)
+		}
+	}
+}
