@@ -64,7 +64,7 @@ func randomUsage(r *rand.Rand, cost int64) (actual, output int64) {
 
 // TestQueue_CompleteManyLedgerMatchesThrottle: the refund rule is computed in SQL for a whole batch
 // of completions (releaseAppendSQL); on random tickets, each drawing on one to three limits, with
-// random reservations and reported usage, every ledger row a batch appends is what
+// random reservations and reported usage (tokens above MaxCost count as MaxCost), every ledger row a batch appends is what
 // throttle.ReportedUsage and throttle.ReleasedCost give, summed per key with Released.Add. Tickets
 // completed already, or unknown, release nothing.
 func TestQueue_CompleteManyLedgerMatchesThrottle(t *testing.T) {
@@ -107,7 +107,8 @@ func TestQueue_CompleteManyLedgerMatchesThrottle(t *testing.T) {
 			cps = append(cps, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: actual, ActualOutput: output,
 				OutcomeKind: pgqueue.OutcomeCompleted})
 			wantFound = append(wantFound, true)
-			used, reported := throttle.ReportedUsage(actual, output)
+			// The engine bounds reported tokens at MaxCost where they enter (boundUsage).
+			used, reported := throttle.ReportedUsage(min(actual, pgqueue.MaxCost), output)
 			for _, k := range tk.LimitKeys {
 				want[k] = want[k].Add(throttle.ReleasedCost(tk.Reserved(), used, reported))
 			}
