@@ -67,8 +67,8 @@ SEED     ?=
 REPLAY   ?=
 
 sim: ## The simulation of admission: random runs against the real engine for SIM_TIME (5m); SEED=, REPLAY=FILE
-	bash -o pipefail -c "SIM_TIME=$(if $(REPLAY),,$(SIM_TIME)) SEED=$(SEED) $(WITH_PG) $(GO) test -count=1 -run '^TestSim$$$$' -timeout 0 -v \
-		$(if $(REPLAY),-rapid.failfile=$(abspath $(REPLAY)),) ./internal/sim/ | grep -E '^(=== RUN|--- |ok|FAIL|panic)|SIM:|\[rapid\]|sim_test.go|model:|^ {8}'"
+	bash -o pipefail -c "SIM_TIME=$(if $(REPLAY),,$(SIM_TIME)) SEED=$(SEED) $(WITH_PG) $(GO) test -count=1 -run '^TestSim\$$' -timeout 0 -v ./internal/sim/ \
+		$(if $(REPLAY),-rapid.failfile=$(abspath $(REPLAY)),) | grep -E '^(=== RUN|--- |ok|FAIL|panic)|SIM:|\[rapid\]|sim_test.go|model:|^ {8}'"
 
 bench: bin/temporal ## Sluice beside River on this Postgres, then the plugin through Temporal (BENCH_FLAGS=-short for a few minutes)
 	cd bench && $(WITH_PG) $(GO) run . -out $(BIN)/bench $(BENCH_FLAGS)

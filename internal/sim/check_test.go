@@ -24,21 +24,74 @@ func (r *run) check() {
 	}
 	r.checkTickets()
 	r.checkRows()
+	r.checkUsage()
 }
 
-// checkTickets holds every ticket's state in Postgres against the model's.
+// usageAt is a key and a second (Unix), a row of sluice_usage.
+type usageAt struct {
+	key    string
+	second int64
+}
+
+// drawn is what the admissions of one key in one second drew: requests, tokens, and input tokens.
+type drawn struct{ requests, tokens, input int64 }
+
+// checkUsage holds the usage history against the admissions: each row's requests are the admissions
+// the model made on its key in its second, and its tokens net of what was given back in that second
+// add up to what they reserved (tokens + returned = reserved, of input too). Rows older than the
+// history's retention may have been pruned; younger ones must all be there.
+func (r *run) checkUsage() {
+	rows, err := r.env.admin.Query(r.ctx, `SELECT key, extract(epoch FROM second)::bigint, requests, tokens, input_tokens,
+		returned_input, returned_output FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_usage`)
+	if err != nil {
+		r.fail("read usage: %v", err)
+	}
+	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
+	seen := map[usageAt]bool{}
+	for rows.Next() {
+		var at usageAt
+		var requests, tokens, input, retIn, retOut int64
+		if err := rows.Scan(&at.key, &at.second, &requests, &tokens, &input, &retIn, &retOut); err != nil {
+			r.fail("read usage: %v", err)
+		}
+		seen[at] = true
+		want := r.drawn[at]
+		if requests != want.requests || tokens+retIn+retOut != want.tokens || input+retIn != want.input {
+			r.fail("usage of %q at %s: %d requests, %d tokens (%d of input) with %d and %d given back, where the admissions "+
+				"drew %d requests and %d tokens (%d of input)", at.key, time.Unix(at.second, 0).UTC().Format(time.RFC3339),
+				requests, tokens, input, retIn, retOut, want.requests, want.tokens, want.input)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		r.fail("read usage: %v", err)
+	}
+	kept := r.now().Add(-pgqueue.UsageHistory).Unix()
+	for at, d := range r.drawn {
+		if !seen[at] && at.second > kept && d.requests > 0 {
+			r.fail("usage of %q at %s: %d admissions, and no row", at.key, time.Unix(at.second, 0).UTC().Format(time.RFC3339), d.requests)
+		}
+	}
+}
+
+// checkTickets holds every ticket's state in Postgres against the model's, and that every unfinished
+// ticket has its holder: the owner the model has, with an owner row whose lease the self-check and
+// the hand-back go by.
 func (r *run) checkTickets() {
-	rows, err := r.env.admin.Query(r.ctx, `SELECT id, state FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_ticket`)
+	rows, err := r.env.admin.Query(r.ctx, `SELECT t.id, t.state, t.owner, o.id IS NOT NULL FROM `+
+		pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_ticket t LEFT JOIN `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_owner o ON o.id = t.owner`)
 	if err != nil {
 		r.fail("read tickets: %v", err)
 	}
+	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
 	type row struct {
-		id    int64
-		state string
+		id           int64
+		state, owner string
+		ownerRow     bool
 	}
 	got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
 		var x row
-		return x, cr.Scan(&x.id, &x.state)
+		return x, cr.Scan(&x.id, &x.state, &x.owner, &x.ownerRow)
 	})
 	if err != nil {
 		r.fail("read tickets: %v", err)
@@ -49,6 +102,11 @@ func (r *run) checkTickets() {
 		t := r.ticket(x.id)
 		if string(t.State) != x.state {
 			r.fail("ticket #%d (id %d) is %s in Postgres, %s in the model", t.Index, t.ID, x.state, t.State)
+		}
+		if unfinished := t.State == sim.Queued || t.State == sim.Admitted || t.State == sim.Running; unfinished &&
+			(x.owner != t.Owner || !x.ownerRow) {
+			r.fail("%s ticket #%d (id %d) is held by %q in Postgres (owner row: %v), by %s in the model", t.State, t.Index,
+				t.ID, x.owner, x.ownerRow, t.Owner)
 		}
 	}
 	for _, t := range r.m.Tickets {

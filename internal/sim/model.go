@@ -190,8 +190,8 @@ func (m *Model) Admit(t *Ticket, now time.Time) error {
 		if r.Reason == throttle.ReasonAllowance {
 			what = fmt.Sprintf("allowance %s (used %d)", r.Allowance, r.Used)
 		}
-		return fmt.Errorf("over-admission: ticket #%d (id %d) admitted at %s, but limit %q has no room: %s",
-			t.Index, t.ID, now.Format(time.RFC3339Nano), r.Key, what)
+		return fmt.Errorf("over-admission: ticket #%d (id %d, keys %v, cost %+v, money %d) admitted at %s, but limit %q has no room: %s",
+			t.Index, t.ID, t.Keys, t.Cost, t.Money, now.Format(time.RFC3339Nano), r.Key, what)
 	}
 	t.Charged = map[string][]string{}
 	for _, key := range t.Keys {

@@ -41,9 +41,11 @@ func (k *Key) isPending(t *Ticket) bool {
 }
 
 // JustifyRefusal returns an error unless the model, too, refuses t at now for good on an allowance:
-// it has no room, and will have none before t's deadline (or never, or its allowance refuses), even if
-// every ticket in flight gave back all it reserved.
+// one of t's allowances has no room, and will have none before t's deadline (or never, or it
+// refuses), even if every ticket in flight gave back all it reserved. Any one that does justifies the
+// refusal: the engine names the one whose refusal lifts last, which need not be the first.
 func (m *Model) JustifyRefusal(t *Ticket, now time.Time) error {
+	var first error
 	for _, key := range t.Keys {
 		k := m.Keys[key]
 		if k == nil {
@@ -62,12 +64,18 @@ func (m *Model) JustifyRefusal(t *Ticket, now time.Time) error {
 				continue
 			}
 			if used := a.Used(st, now) - m.Refundable(key, a, now); need <= a.Amount && used < a.Amount && need <= a.Amount-used {
-				return fmt.Errorf("refusal of ticket #%d (id %d) at %s by allowance %s of %q ignores pending refunds: "+
-					"used %d, of which %d may come back, needs %d of %d", t.Index, t.ID, now.Format(time.RFC3339), a, key,
-					a.Used(st, now), m.Refundable(key, a, now), need, a.Amount)
+				if first == nil {
+					first = fmt.Errorf("refusal of ticket #%d (id %d) at %s by allowance %s of %q ignores pending refunds: "+
+						"used %d, of which %d may come back, needs %d of %d", t.Index, t.ID, now.Format(time.RFC3339), a, key,
+						a.Used(st, now), m.Refundable(key, a, now), need, a.Amount)
+				}
+				continue
 			}
 			return nil
 		}
+	}
+	if first != nil {
+		return first
 	}
 	return fmt.Errorf("refusal of ticket #%d (id %d) at %s: no allowance of %v refuses it for good", t.Index, t.ID,
 		now.Format(time.RFC3339), t.Keys)

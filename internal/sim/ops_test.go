@@ -29,12 +29,7 @@ var costs = []int64{0, 1, 10, 100, 400, 1000, 2500, 10000}
 
 func (r *run) enqueue() {
 	rep := r.live()
-	n := rapid.IntRange(1, 3).Draw(r.t, "tickets")
-	ps := make([]pgqueue.EnqueueParams, n)
-	ts := make([]*sim.Ticket, n)
-	for i := range ps {
-		ps[i], ts[i] = r.drawTicket(rep)
-	}
+	ps, ts := r.drawTickets(rep)
 	written, err := rep.q.EnqueueMany(r.ctx, ps)
 	if err != nil {
 		r.fail("enqueue: %v", err)
@@ -42,6 +37,17 @@ func (r *run) enqueue() {
 	for i, w := range written {
 		r.add(ts[i], w)
 	}
+}
+
+// drawTickets draws one to three tickets for rep to enqueue in one batch.
+func (r *run) drawTickets(rep *replica) ([]pgqueue.EnqueueParams, []*sim.Ticket) {
+	n := rapid.IntRange(1, 3).Draw(r.t, "tickets")
+	ps := make([]pgqueue.EnqueueParams, n)
+	ts := make([]*sim.Ticket, n)
+	for i := range ps {
+		ps[i], ts[i] = r.drawTicket(rep)
+	}
+	return ps, ts
 }
 
 func (r *run) drawTicket(rep *replica) (pgqueue.EnqueueParams, *sim.Ticket) {
@@ -121,6 +127,14 @@ func (r *run) claim(rep *replica, max, maxLines int) {
 	if err != nil {
 		r.fail("claim by %s failed (no fault was injected): %v", rep.id, err)
 	}
+	r.claimed(rep, res)
+	if len(res.Admitted) < max && !res.More && maxLines >= len(allKeys) {
+		r.checkNothingAdmissible(r.now())
+	}
+}
+
+// claimed checks what a claim by rep did against the model and applies it there.
+func (r *run) claimed(rep *replica, res pgqueue.ClaimResult) {
 	now := r.now()
 	for _, a := range res.Admitted {
 		t := r.ticket(a.ID)
@@ -137,7 +151,14 @@ func (r *run) claim(rep *replica, max, maxLines int) {
 			r.fail("ticket #%d admitted at or past its deadline %s", t.Index, t.Deadline)
 		}
 		if err := r.m.Admit(t, now); err != nil {
-			r.fail("%v", err)
+			r.fail("%v (the claim admitted, in order, %v)", err, ticketIDs(res.Admitted))
+		}
+		for _, k := range t.Keys {
+			d := r.drawn[usageAt{k, now.Unix()}]
+			d.requests++
+			d.tokens += t.Cost.Total()
+			d.input += t.Cost.Input
+			r.drawn[usageAt{k, now.Unix()}] = d
 		}
 		global.mu.Lock()
 		global.admissions++
@@ -162,9 +183,6 @@ func (r *run) claim(rep *replica, max, maxLines int) {
 		global.refusals++
 		global.mu.Unlock()
 		r.end(t, sim.Finished, "refused")
-	}
-	if len(res.Admitted) < max && !res.More && maxLines >= len(allKeys) {
-		r.checkNothingAdmissible(now)
 	}
 }
 
@@ -209,6 +227,15 @@ func (r *run) checkNothingAdmissible(now time.Time) {
 			blocked[q.line] = true
 		}
 	}
+}
+
+// ticketIDs are the IDs of ts, in order.
+func ticketIDs(ts []pgqueue.Ticket) []int64 {
+	ids := make([]int64, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids
 }
 
 func (r *run) ticket(id int64) *sim.Ticket {
@@ -306,19 +333,31 @@ func (r *run) complete() {
 	if t == nil {
 		return
 	}
+	u, err := r.completeWith(r.replica(t.Owner).q, t)
+	if err != nil {
+		r.fail("complete ticket #%d (id %d): %v", t.Index, t.ID, err)
+	}
+	r.completed(t, u)
+}
+
+// completeWith has q complete t with a usage drawn at random, and returns the usage as the model
+// takes it.
+func (r *run) completeWith(q *pgqueue.Queue, t *sim.Ticket) (sim.Usage, error) {
 	u := r.drawUsage(t)
 	money := u.Money
 	if money < 0 {
 		money = 0
 	}
-	err := r.replica(t.Owner).q.Complete(r.ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: u.Total, ActualOutput: u.Output,
+	err := q.Complete(r.ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: u.Total, ActualOutput: u.Output,
 		ActualMoney: money, OutcomeKind: pgqueue.OutcomeCompleted})
-	if err != nil {
-		r.fail("complete ticket #%d (id %d): %v", t.Index, t.ID, err)
-	}
 	if money == 0 {
 		u.Money = -1
 	}
+	return u, err
+}
+
+// completed applies t's completion with usage u to the model.
+func (r *run) completed(t *sim.Ticket, u sim.Usage) {
 	r.m.Complete(t, u)
 	r.end(t, sim.Finished, "completed")
 }

@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/internal/sim"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
 	"github.com/sluicehq/sluice/pgqueue"
@@ -63,6 +64,7 @@ var allowanceMenu = []string{
 type stats struct {
 	mu         sync.Mutex
 	ops        map[string]int
+	lost       map[string]int // answers lost (op "lost" whose fault fired), by operation
 	runs       int
 	simulated  time.Duration
 	admissions int
@@ -71,7 +73,9 @@ type stats struct {
 
 func (s *stats) add(op string) { s.mu.Lock(); s.ops[op]++; s.mu.Unlock() }
 
-var global = &stats{ops: map[string]int{}}
+func (s *stats) addLost(op string) { s.mu.Lock(); s.lost[op]++; s.mu.Unlock() }
+
+var global = &stats{ops: map[string]int{}, lost: map[string]int{}}
 
 // TestSim runs the simulation: SIM_TIME (a duration) of random runs, or, when unset, a short run of
 // a fixed seed (what make test runs). SEED fixes rapid's seed. A failure prints the seed and the
@@ -80,12 +84,15 @@ func TestSim(t *testing.T) {
 	pool := testdb.Pool(t)
 	schema := testdb.Schema(t, pool)
 	env := &simEnv{admin: pool, schema: schema}
-	for i := range replicas {
+	proxy, through := faultproxy.ForTest(t, testdb.PoolConfig(t))
+	env.proxy = proxy
+	for range replicas {
 		cfg := testdb.PoolConfig(t)
 		cfg.MaxConns = 2
-		p := testdb.PoolWith(t, cfg)
-		env.pools = append(env.pools, p)
-		_ = i
+		env.pools = append(env.pools, testdb.PoolWith(t, cfg))
+		cfg = through.Copy()
+		cfg.MaxConns = 2
+		env.faulty = append(env.faulty, testdb.PoolWith(t, cfg))
 	}
 	budget, _ := time.ParseDuration(os.Getenv("SIM_TIME"))
 	if budget <= 0 {
@@ -122,8 +129,9 @@ func TestSim(t *testing.T) {
 		fmt.Fprintf(&b, " %s=%d", k, global.ops[k])
 		total += global.ops[k]
 	}
-	t.Logf("SIM: %d runs, %d operations, %.1f simulated days, %d admissions, %d refusals; by kind:%s",
-		global.runs, total, global.simulated.Hours()/24, global.admissions, global.refusals, b.String())
+	t.Logf("SIM: %d runs, %d operations, %.1f simulated days, %d admissions, %d refusals; by kind:%s; answers lost: "+
+		"enqueue=%d claim=%d complete=%d", global.runs, total, global.simulated.Hours()/24, global.admissions, global.refusals,
+		b.String(), global.lost["enqueue"], global.lost["claim"], global.lost["complete"])
 }
 
 func cmpOr(a, b string) string {
@@ -140,11 +148,14 @@ func setFlag(t *testing.T, name, value string) {
 	}
 }
 
-// simEnv is what every run shares: the database, its schema, and one pool per replica.
+// simEnv is what every run shares: the database, its schema, and two pools per replica: one direct,
+// one through a fault proxy that loses the answer of a chosen round trip (op "lost").
 type simEnv struct {
 	admin  *pgxpool.Pool
 	schema string
 	pools  []*pgxpool.Pool
+	faulty []*pgxpool.Pool
+	proxy  *faultproxy.Proxy
 }
 
 // clock is the virtual clock every replica's queue reads. It moves by whole microseconds, Postgres'
@@ -164,6 +175,7 @@ func (c *clock) add(d time.Duration) {
 type replica struct {
 	id    string
 	q     *pgqueue.Queue
+	fq    *pgqueue.Queue // the same replica through the fault proxy
 	alive bool
 }
 
@@ -179,6 +191,7 @@ type run struct {
 	reps   []*replica
 	m      *sim.Model
 	byID   map[int64]*sim.Ticket
+	drawn  map[usageAt]drawn // what the admissions drew, per key and second (checkUsage)
 	minRem time.Duration
 	acts   int // activity identities handed out
 }
@@ -187,14 +200,19 @@ func (e *simEnv) run(t *rapid.T) {
 	ctx := context.Background()
 	e.reset(t, ctx)
 	start := rapid.SampledFrom(starts).Draw(t, "start")
-	r := &run{t: t, ctx: ctx, env: e, clock: &clock{t: start}, start: start, m: sim.New(), byID: map[int64]*sim.Ticket{}}
+	r := &run{t: t, ctx: ctx, env: e, clock: &clock{t: start}, start: start, m: sim.New(), byID: map[int64]*sim.Ticket{},
+		drawn: map[usageAt]drawn{}}
 	r.minRem = rapid.SampledFrom([]time.Duration{0, 0, time.Second}).Draw(t, "min_remaining")
 	for i, p := range e.pools {
 		q, err := pgqueue.New(p, pgqueue.Options{Schema: e.schema, Now: r.clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.reps = append(r.reps, &replica{id: fmt.Sprintf("r%d", i), q: q, alive: true})
+		fq, err := pgqueue.New(e.faulty[i], pgqueue.Options{Schema: e.schema, Now: r.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.reps = append(r.reps, &replica{id: fmt.Sprintf("r%d", i), q: q, fq: fq, alive: true})
 	}
 	for _, key := range allKeys {
 		r.upsert(r.drawLimit(key))
@@ -302,6 +320,7 @@ var ops = []string{
 	"kill", "handback",
 	"deliver", "retry",
 	"prune",
+	"lost",
 }
 
 func (r *run) step() {
@@ -350,6 +369,8 @@ func (r *run) step() {
 		r.retry()
 	case "prune":
 		r.prune()
+	case "lost":
+		r.lost()
 	}
 }
 

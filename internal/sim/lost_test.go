@@ -1,0 +1,203 @@
+package sim_test
+
+import (
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"pgregory.net/rapid"
+
+	"github.com/sluicehq/sluice/internal/sim"
+	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
+	"github.com/sluicehq/sluice/pgqueue"
+)
+
+// lost runs one operation of a live replica (an enqueue, a claim or a completion) through the fault
+// proxy, armed to lose the first round trip that ends a transaction: before it reaches the server
+// (nothing of it commits) or after it ran there (it committed; the answer is lost). Either way the
+// replica hears a broken connection. The simulation then learns from Postgres what happened, as the
+// dispatcher's self-check does (OwnerTickets), and holds that to the model like any other outcome:
+// each admission of a claim whose answer was lost must have had room, each refusal must be justified,
+// a completion counts once, and an enqueue writes all its tickets or none.
+func (r *run) lost() {
+	rep := r.live()
+	at := faultproxy.AfterRun
+	if rapid.IntRange(0, 3).Draw(r.t, "lost_before_send") == 0 {
+		at = faultproxy.BeforeSend
+	}
+	fault := r.env.proxy.Arm(at, endsTx)
+	defer r.env.proxy.Disarm()
+	switch rapid.SampledFrom([]string{"enqueue", "claim", "claim", "complete"}).Draw(r.t, "lost_op") {
+	case "enqueue":
+		r.lostEnqueue(rep, fault)
+	case "claim":
+		r.lostClaim(rep, fault)
+	default:
+		r.lostComplete(fault)
+	}
+}
+
+// endsTx matches a round trip whose outcome a lost answer leaves uncertain: one that commits, or one
+// run outside a transaction. pgx's liveness ping is not the caller's.
+func endsTx(rt faultproxy.RoundTrip) bool {
+	if len(rt.Statements) == 1 && strings.TrimSpace(rt.Statements[0]) == "-- ping" {
+		return false
+	}
+	return rt.Commits() || len(rt.Tx) == 0
+}
+
+// faulted fails the run unless err is the fault's doing: an error with no fault fired is a real one.
+func (r *run) faulted(what string, fault *faultproxy.Fault, err error) {
+	select {
+	case <-fault.Fired():
+		global.addLost(what)
+	default:
+		r.fail("%s through the fault proxy failed, and no fault fired: %v", what, err)
+	}
+}
+
+func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
+	ps, ts := r.drawTickets(rep)
+	written, err := rep.fq.EnqueueMany(r.ctx, ps)
+	r.env.proxy.Disarm()
+	if err == nil {
+		for i, w := range written {
+			r.add(ts[i], w)
+		}
+		return
+	}
+	r.faulted("enqueue", fault, err)
+	acts := make([]string, len(ps))
+	for i, p := range ps {
+		acts[i] = p.ActivityID
+	}
+	rows, err := r.env.admin.Query(r.ctx, `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket WHERE activity_id = ANY($1)`, acts)
+	if err != nil {
+		r.fail("read tickets: %v", err)
+	}
+	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
+	ids := map[string]int64{}
+	for rows.Next() {
+		var act string
+		var id int64
+		if err := rows.Scan(&act, &id); err != nil {
+			r.fail("read tickets: %v", err)
+		}
+		ids[act] = id
+	}
+	if err := rows.Err(); err != nil {
+		r.fail("read tickets: %v", err)
+	}
+	if len(ids) != 0 && len(ids) != len(ps) {
+		r.fail("an enqueue of %d tickets whose answer was lost wrote %d of them", len(ps), len(ids))
+	}
+	for i, p := range ps {
+		if id, ok := ids[p.ActivityID]; ok {
+			r.add(ts[i], pgqueue.Ticket{ID: id})
+		}
+	}
+}
+
+func (r *run) lostClaim(rep *replica, fault *faultproxy.Fault) {
+	var res pgqueue.ClaimResult
+	var err error
+	r.folds(func() {
+		res, err = rep.fq.Claim(r.ctx, pgqueue.ClaimParams{Max: rapid.IntRange(1, 6).Draw(r.t, "max"), MaxLines: 256,
+			Owner: rep.id, MinRemaining: r.minRem})
+	})
+	r.env.proxy.Disarm()
+	if err == nil {
+		r.claimed(rep, res)
+		return
+	}
+	r.faulted("claim", fault, err)
+	r.claimed(rep, r.learnClaim())
+}
+
+// learnClaim reads from Postgres what a claim whose answer was lost did: the tickets the model has
+// queued that it admitted, refused or expired (deleted). The admissions come in the order the claim
+// decided them, which the model needs (an oversize ticket is admitted once nothing is in flight, so
+// whether a zero-cost ticket came before it matters): line by line in key order (the fault proxy's
+// queues only claim through every line, so their line cursor never moves from the first), and in each
+// line in line order (admission leaves priority, vstart and seq as they were).
+func (r *run) learnClaim() pgqueue.ClaimResult {
+	rows, err := r.env.admin.Query(r.ctx, `SELECT id, state, coalesce(outcome_kind, ''), admitted_at FROM `+
+		pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_ticket ORDER BY line_key, priority, vstart, seq`)
+	if err != nil {
+		r.fail("read tickets: %v", err)
+	}
+	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
+	type row struct {
+		state    pgqueue.TicketState
+		outcome  string
+		admitted pgqueue.Ticket
+	}
+	got := map[int64]row{}
+	var order []int64
+	for rows.Next() {
+		var x row
+		var at *time.Time
+		if err := rows.Scan(&x.admitted.ID, &x.state, &x.outcome, &at); err != nil {
+			r.fail("read tickets: %v", err)
+		}
+		if at != nil {
+			x.admitted.AdmittedAt = at.UTC()
+		}
+		got[x.admitted.ID] = x
+		order = append(order, x.admitted.ID)
+	}
+	if err := rows.Err(); err != nil {
+		r.fail("read tickets: %v", err)
+	}
+	var res pgqueue.ClaimResult
+	for _, t := range r.m.Tickets {
+		if t.State != sim.Queued {
+			continue
+		}
+		x, ok := got[t.ID]
+		switch {
+		case !ok:
+			res.Expired = append(res.Expired, pgqueue.Ticket{ID: t.ID})
+		case x.state == pgqueue.TicketStateAdmitted || x.state == pgqueue.TicketStateRunning:
+		case x.state == pgqueue.TicketStateFinished && x.outcome == pgqueue.OutcomeRefused:
+			res.Refused = append(res.Refused, pgqueue.Ticket{ID: t.ID})
+		case x.state != pgqueue.TicketStateQueued:
+			r.fail("a claim whose answer was lost left queued ticket #%d (id %d) %s (%s)", t.Index, t.ID, x.state, x.outcome)
+		}
+	}
+	for _, id := range order {
+		if t := r.byID[id]; t != nil && t.State == sim.Queued {
+			if x := got[id]; x.state == pgqueue.TicketStateAdmitted || x.state == pgqueue.TicketStateRunning {
+				res.Admitted = append(res.Admitted, x.admitted)
+			}
+		}
+	}
+	return res
+}
+
+func (r *run) lostComplete(fault *faultproxy.Fault) {
+	t := r.pick(true, sim.Running)
+	if t == nil {
+		return
+	}
+	u, err := r.completeWith(r.replica(t.Owner).fq, t)
+	r.env.proxy.Disarm()
+	if err == nil {
+		r.completed(t, u)
+		return
+	}
+	r.faulted("complete", fault, err)
+	var state pgqueue.TicketState
+	if err := r.env.admin.QueryRow(r.ctx, `SELECT state FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket WHERE id = $1`, t.ID).Scan(&state); err != nil {
+		r.fail("read ticket #%d: %v", t.Index, err)
+	}
+	switch state {
+	case pgqueue.TicketStateFinished:
+		r.completed(t, u)
+	case pgqueue.TicketStateRunning: // not committed: the dispatcher completes it again later
+	default:
+		r.fail("a completion of ticket #%d whose answer was lost left it %s", t.Index, state)
+	}
+}
