@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -46,13 +47,29 @@ func endsTx(rt faultproxy.RoundTrip) bool {
 	return rt.Commits() || len(rt.Tx) == 0
 }
 
+// faultyApp is the application_name of the connections through the fault proxy.
+const faultyApp = "sluice-sim-faulty"
+
 // faulted fails the run unless err is the fault's doing: an error with no fault fired is a real one.
+// It then ends the transaction a dropped connection may have left open on the server (a COMMIT lost
+// before it was sent), as the server does when it notices the connection closed, and waits for that
+// backend's end: until then its row locks would make the next claim skip a line, which the stall
+// check would take for a stall.
 func (r *run) faulted(what string, fault *faultproxy.Fault, err error) {
 	select {
 	case <-fault.Fired():
 		global.addLost(what)
 	default:
 		r.fail("%s through the fault proxy failed, and no fault fired: %v", what, err)
+	}
+	rows, err := r.env.admin.Query(r.ctx, `SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity
+		WHERE application_name = $1 AND xact_start IS NOT NULL`, faultyApp)
+	if err != nil {
+		r.fail("end the dropped connection's transaction: %v", err)
+	}
+	ended, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil || slices.Contains(ended, false) {
+		r.fail("end the dropped connection's transaction: still open a minute later (%v)", err)
 	}
 }
 
@@ -160,6 +177,7 @@ func (r *run) learnClaim() pgqueue.ClaimResult {
 		case !ok:
 			res.Expired = append(res.Expired, pgqueue.Ticket{ID: t.ID})
 		case x.state == pgqueue.TicketStateAdmitted || x.state == pgqueue.TicketStateRunning:
+			// added below, in the claim's order
 		case x.state == pgqueue.TicketStateFinished && x.outcome == pgqueue.OutcomeRefused:
 			res.Refused = append(res.Refused, pgqueue.Ticket{ID: t.ID})
 		case x.state != pgqueue.TicketStateQueued:

@@ -92,6 +92,7 @@ func TestSim(t *testing.T) {
 		env.pools = append(env.pools, testdb.PoolWith(t, cfg))
 		cfg = through.Copy()
 		cfg.MaxConns = 2
+		cfg.ConnConfig.RuntimeParams["application_name"] = faultyApp
 		env.faulty = append(env.faulty, testdb.PoolWith(t, cfg))
 	}
 	budget, _ := time.ParseDuration(os.Getenv("SIM_TIME"))
