@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +25,9 @@ const temporalUI = "http://localhost:8233/namespaces/{namespace}/workflows/{work
 
 // held is a schema with a ticket held by a tenant cap behind a provider with room: three tickets
 // drawing on openai (their line, 20 slots) and tenant:acme (1 slot); the first is admitted and holds
-// the tenant's slot, the second and third wait for it.
+// the tenant's slot, the second and third wait for it. One run on acme ended before (its run time,
+// milliseconds, is what the estimate knows of acme's runs), so the first, which outlasts it, is
+// expected by its deadline, an hour on.
 type held struct {
 	q         *pgqueue.Queue
 	ids       [3]int64  // in the order enqueued
@@ -38,17 +41,30 @@ func newHeld(t *testing.T) held {
 	require.NoError(t, e.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 20, TokensPerMinute: 90_000},
 		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 1}))
 	h := held{workflows: [3]string{"order-1", "order-2", "order/3 <b>ü</b>"}}
+	earlier, err := e.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Owner: "worker-a",
+		Namespace: "default", WorkflowID: "earlier", ActivityID: "1", ActivityType: "Summarize", Attempt: 1})
+	require.NoError(t, err)
+	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 1)
+	require.NoError(t, e.Complete(ctx, pgqueue.CompleteParams{TicketID: earlier.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
+	ds, err := e.TakeDeliveries(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	for _, d := range ds {
+		require.NoError(t, e.Delivered(ctx, d.ID))
+	}
 	for i, wf := range h.workflows {
 		p := pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500, OutputCost: 200, Owner: "worker-a",
 			Namespace: "default", WorkflowID: wf, RunID: "run-" + strconv.Itoa(i+1), ActivityID: "1", ActivityType: "Summarize", Attempt: 1}
 		if i == 0 {
 			p.RunID = "" // a ticket written without its run ID gets no link to Temporal
+			p.Deadline = time.Now().Add(time.Hour)
 		}
 		tk, err := e.Enqueue(ctx, p)
 		require.NoError(t, err)
 		h.ids[i] = tk.ID
 	}
-	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err = e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1, "the tenant's one slot")
 	h.q, err = pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema()})

@@ -110,8 +110,9 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 // completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
 // none) and $8 its part of output tokens (in [0, $2]), $9 its cost in money (negative: not known), $3 and $4 the outcomes, $5 the instant (NULL:
 // the database clock), $6 and $7 the notification. The released CTE appends what the batch released
-// to the release ledger (releaseAppendSQL, with the rest of a ticket's release in release.go), and
-// allowances_released what reported usage reconciles on allowances (allowanceAppendSQL).
+// to the release ledger (releaseAppendSQL, with the rest of a ticket's release in release.go),
+// allowances_released what reported usage reconciles on allowances (allowanceAppendSQL), and
+// run_times how long each run held its limits (runTimeAppendSQL).
 // The locked CTE takes the ticket locks in ID order, as every statement that locks several tickets
 // does, so that two of them cannot deadlock.
 //
@@ -137,14 +138,27 @@ var completeSQL = `WITH clock AS MATERIALIZED (
 	FROM locked l, clock n
 	WHERE t.id = l.id AND l.state IN ('admitted', 'running')
 	RETURNING t.id, t.cost, t.output_cost, t.cost_money, t.limit_keys, t.admitted_at, t.allowance_spend, t.allowance_charged,
-		l.actual, l.actual_output,
+		t.finished_at, l.actual, l.actual_output,
 		l.actual_money
 ), released AS (` + releaseAppendSQL + `
 ), allowances_released AS (` + allowanceAppendSQL + `
+), run_times AS (` + runTimeAppendSQL + `
 ), woken AS (
 	SELECT count(pg_notify($6, $7 || key)) AS n FROM (SELECT key FROM released ORDER BY key LIMIT 1) r
 )
 SELECT id FROM done, woken`
+
+// runTimeAppendSQL records, for each limit key of the tickets of the CTE done that were admitted, how
+// long each held it: from its admission to its completion (done.finished_at, the batch's instant), in
+// milliseconds, as one row of sluice_run_time per key. Explain reads a key's recent rows for the
+// distribution of its run times (recentRuns). Only completions record: a requeue, a cancel or a
+// hand-back is no run that ended.
+const runTimeAppendSQL = `
+	INSERT INTO {s}.sluice_run_time (key, ended_at, run_ms)
+	SELECT k, min(d.finished_at), array_agg(least(greatest(round(extract(epoch FROM d.finished_at - d.admitted_at) * 1000), 0),
+		2147483647)::integer ORDER BY d.id)
+	FROM done d, unnest(d.limit_keys) AS k WHERE d.admitted_at IS NOT NULL GROUP BY k ORDER BY k
+	RETURNING key`
 
 // boundUsage bounds reported usage where it enters the engine: tokens at MaxCost (the bound of a
 // reservation) and money at throttle.MaxAllowanceAmount, so that no sum over them overflows. The

@@ -83,7 +83,7 @@ func TestMigration006_KeepsSingleBudgetLimits(t *testing.T) {
 	require.NoError(t, err)
 	res, err := pgqueue.Migrate(ctx, pool, opts)
 	require.NoError(t, err)
-	require.Equal(t, []int{6, 7, 8, 9, 10, 11, 12}, res.Applied)
+	require.Equal(t, []int{6, 7, 8, 9, 10, 11, 12, 13}, res.Applied)
 
 	clock := &fakeClock{t: t0}
 	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema, Now: clock.Now})

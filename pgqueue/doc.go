@@ -22,6 +22,8 @@
 //   - sluice_limit_change: every change of a limit's configuration and of what headers taught, with
 //     before, after, when and who, written by a trigger on sluice_limit (so SQL changes are recorded
 //     too) and kept LimitHistoryRetention; read by Queue.LimitHistory and Queue.LimitSteps.
+//   - sluice_run_time: how long each completed run held each of its limits, a row per key and
+//     completion batch, kept an hour (UsageHistory); read by Queue.Explain for run times.
 //
 // # Administration and the read model
 //

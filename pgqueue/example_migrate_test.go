@@ -50,6 +50,7 @@ func ExampleMigrations() {
 	// 010 usage_returned
 	// 011 allowances
 	// 012 allowance_charges
+	// 013 run_times
 }
 
 func ExampleValidateSchema() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,16 +30,21 @@ const explainAheadRead = 2000
 // releases folded in) and what stands on each, read in one snapshot that locks nothing:
 //
 //   - ahead on a limit are the queued tickets drawing on it (in any line) that sort before the ticket
-//     by priority, fair-share start tag and arrival: on its line's limit, its line's order;
-//   - a ticket holding a limit (admitted or running) is expected to release it RunTime after its
-//     admission or, when that is past, RunTime after now (a run past its expected end is taken to
-//     have a typical run still to go);
-//   - RunTime is, by Little's law, the tickets holding the limit divided by the rate the limit
-//     admitted at over the trailing window of its usage history that holds its last 20 admissions
-//     (at most an hour); not known when it admitted nothing in the hour or holds nothing now;
+//     by priority, fair-share start tag and arrival (on its line's limit, its line's order), and
+//     that no other of their limits holds back now: a ticket ahead that a full tenant holds is not
+//     admitted first on this limit's account. Those beyond the 2,000 read are taken to be held
+//     back in the same share;
+//   - run times are measured: how long the limit's runs that ended in the last hour held it, from
+//     admission to completion (sluice_run_time, the newest 200); the typical run is their median,
+//     its likely range their quartiles. Not known when no run ended in the hour;
+//   - a ticket holding a limit (admitted or running) is expected to release it after the time still
+//     to go of the recent runs that lasted longer than it has so far, and by its deadline at the
+//     latest; one that has run longer than every recent run is overdue: expected by its deadline,
+//     or, with none, never counted on (throttle.Release.Since);
 //   - UsedShare, the share of a reservation a run is expected to use (a release gives the rest back
-//     to the token buckets), is the tokens the limit drew over that window net of the refunds of
-//     reported usage, over those tokens and the refunds.
+//     to the token buckets), is the tokens the limit drew over the trailing window of its usage
+//     history that holds its last 20 admissions (at most an hour), net of the refunds of reported
+//     usage, over those tokens and the refunds.
 //
 // Finding the tickets ahead on a limit other than the line's reads every queued ticket: it is an
 // operator's read, not one for a hot path. An unknown id returns an error wrapping ErrNotFound.
@@ -93,11 +100,12 @@ func (q *Queue) explainInput(ctx context.Context, tx pgx.Tx, t Ticket) (throttle
 		return throttle.ExplainInput{}, err
 	}
 	in := throttle.ExplainInput{Ticket: t.candidate(), Limits: limits, Standing: map[string]throttle.Standing{}, Now: now}
+	others := maps.Clone(limits) // the limits of the tickets ahead, read as they are needed
 	for _, k := range t.LimitKeys {
 		if _, ok := in.Standing[k]; ok {
 			continue
 		}
-		st, err := q.standing(ctx, tx, k, t, now, in.Limits[k].State.InflightCount)
+		st, err := q.standing(ctx, tx, k, t, now, others)
 		if err != nil {
 			return throttle.ExplainInput{}, err
 		}
@@ -106,59 +114,147 @@ func (q *Queue) explainInput(ctx context.Context, tx pgx.Tx, t Ticket) (throttle
 	return in, nil
 }
 
-// standing reads what stands between queued ticket t and limit key at now, on which inflight tickets
-// are held (see Explain).
-func (q *Queue) standing(ctx context.Context, tx pgx.Tx, key string, t Ticket, now time.Time, inflight int) (throttle.Standing, error) {
+// standing reads what stands between queued ticket t and limit key at now (see Explain). others
+// holds the limits read so far, by key; standing adds those of the tickets ahead.
+func (q *Queue) standing(ctx context.Context, tx pgx.Tx, key string, t Ticket, now time.Time, others map[string]throttle.LimitState) (throttle.Standing, error) {
 	var st throttle.Standing
 	const ahead = ` FROM {s}.sluice_ticket WHERE state = 'queued' AND $1 = ANY(limit_keys) AND (priority, vstart, seq) < ($2, $3, $4)`
 	args := []any{key, t.Priority, t.VStart, t.Seq}
 	if err := tx.QueryRow(ctx, q.s(`SELECT count(*)`+ahead), args...).Scan(&st.AheadCount); err != nil {
 		return st, err
 	}
-	rows, err := tx.Query(ctx, q.s(`SELECT cost, output_cost`+ahead+` ORDER BY priority, vstart, seq LIMIT `+fmt.Sprint(explainAheadRead)), args...)
+	ts, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+ahead+` ORDER BY priority, vstart, seq LIMIT `+
+		fmt.Sprint(explainAheadRead)), args...))
 	if err != nil {
 		return st, err
 	}
-	st.Ahead, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (throttle.Cost, error) {
-		var total, output int64
-		err := row.Scan(&total, &output)
-		return throttle.CostOf(total, output), err
-	})
+	if st.Ahead, err = q.aheadOn(ctx, tx, key, ts, now, others); err != nil {
+		return st, err
+	}
+	if read := len(ts); read > 0 {
+		held := read - len(st.Ahead)
+		// Those not read are held back elsewhere as often as those read.
+		st.HeldElsewhere = held + (st.AheadCount-read)*held/read
+	}
+	runs, err := q.recentRuns(ctx, tx, key, now)
 	if err != nil {
 		return st, err
+	}
+	st.RunTime = runs.Typical()
+	holders, err := collectTickets(tx.Query(ctx, q.s(`SELECT `+ticketColumns+` FROM {s}.sluice_ticket
+		WHERE state IN ('admitted', 'running') AND $1 = ANY(limit_keys) LIMIT 10000`), key))
+	if err != nil {
+		return st, err
+	}
+	for _, h := range holders {
+		st.Releases = append(st.Releases, expectedRelease(h, runs, now))
 	}
 	pace, err := q.recentPace(ctx, tx, key, now)
 	if err != nil {
 		return st, err
 	}
-	st.RunTime = pace.runTime(inflight, now)
-	rows, err = tx.Query(ctx, q.s(`SELECT admitted_at, cost, output_cost FROM {s}.sluice_ticket
-		WHERE state IN ('admitted', 'running') AND $1 = ANY(limit_keys) LIMIT 10000`), key)
-	if err != nil {
-		return st, err
-	}
-	st.Releases, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (throttle.Release, error) {
-		var (
-			at            *time.Time
-			total, output int64
-		)
-		err := row.Scan(&at, &total, &output)
-		r := throttle.Release{Cost: throttle.CostOf(total, output)}
-		if at != nil && st.RunTime > 0 {
-			// A run past its expected end is taken to have a typical run still to go.
-			if r.At = at.UTC().Add(st.RunTime); !r.At.After(now) {
-				r.At = now.Add(st.RunTime)
+	st.UsedShare = pace.usedShare()
+	return st, nil
+}
+
+// aheadOn returns the reservations of the tickets ts, queued ahead of the explained ticket on key,
+// that no other of their limits holds back at now: a ticket ahead that a full tenant holds is not
+// admitted before the explained ticket on key's account. others caches the limits read.
+func (q *Queue) aheadOn(ctx context.Context, tx pgx.Tx, key string, ts []Ticket, now time.Time, others map[string]throttle.LimitState) ([]throttle.Cost, error) {
+	var missing []string
+	for _, a := range ts {
+		for _, k := range a.LimitKeys {
+			if _, ok := others[k]; !ok && !slices.Contains(missing, k) {
+				missing = append(missing, k)
 			}
 		}
-		return r, err
-	})
-	st.UsedShare = pace.usedShare()
-	return st, err
+	}
+	if len(missing) > 0 {
+		read, err := q.limitStates(ctx, tx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range missing {
+			others[k] = read[k] // a limit that does not exist holds its tickets back: a zero LimitState admits nothing
+		}
+	}
+	out := make([]throttle.Cost, 0, len(ts))
+	for _, a := range ts {
+		sp := throttle.Spend{Tokens: a.Reserved(), Money: a.CostMoney}
+		held := slices.ContainsFunc(a.LimitKeys, func(k string) bool {
+			ls, ok := others[k]
+			return k != key && (!ok || ls.Limit.Key == "" || !ls.Limit.WithDefaults().CheckSpend(ls.State, now, sp).OK())
+		})
+		if !held {
+			out = append(out, a.Reserved())
+		}
+	}
+	return out, nil
+}
+
+// expectedRelease is when ticket h, which holds a limit, is expected to release it at now, given
+// the limit's recent run times: after the time still to go of the runs that lasted longer than h has
+// run so far (throttle.RunTimes.Remaining), and by h's deadline at the latest. A holder that has run
+// longer than every recent run is overdue: it is expected by its deadline (or, with none, never
+// counted on). With no recent runs its release is not known.
+func expectedRelease(h Ticket, runs throttle.RunTimes, now time.Time) throttle.Release {
+	r := throttle.Release{Cost: h.Reserved()}
+	if h.AdmittedAt.IsZero() || len(runs) == 0 {
+		return r
+	}
+	deadline := h.Deadline
+	if !deadline.IsZero() && deadline.Before(now) {
+		deadline = now // past it: Temporal ends the run any moment
+	}
+	span, ok := runs.Remaining(max(now.Sub(h.AdmittedAt), 0))
+	if !ok {
+		r.Since = h.AdmittedAt.UTC()
+		if !deadline.IsZero() {
+			r.At, r.Early, r.Late = deadline, now, deadline
+		}
+		return r
+	}
+	bound := func(at time.Time) time.Time {
+		if !deadline.IsZero() && at.After(deadline) {
+			return deadline
+		}
+		return at
+	}
+	r.At, r.Early, r.Late = bound(now.Add(span.Mid)), bound(now.Add(span.Low)), bound(now.Add(span.High))
+	return r
+}
+
+// explainRunSample is how many recent run times Explain reads of a limit, at most.
+const explainRunSample = 200
+
+// recentRuns reads the run times of key's recent completions (sluice_run_time): the newest first,
+// up to explainRunSample of them, over the last hour (UsageHistory).
+func (q *Queue) recentRuns(ctx context.Context, tx pgx.Tx, key string, now time.Time) (throttle.RunTimes, error) {
+	rows, err := tx.Query(ctx, q.s(`SELECT run_ms FROM {s}.sluice_run_time WHERE key = $1 AND ended_at > $2 AND ended_at <= $3
+		ORDER BY ended_at DESC LIMIT $4`), key, now.Add(-UsageHistory), now, explainRunSample)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ds []time.Duration
+	for rows.Next() && len(ds) < explainRunSample {
+		var ms []int32
+		if err := rows.Scan(&ms); err != nil {
+			return nil, err
+		}
+		for _, m := range ms[:min(len(ms), explainRunSample-len(ds))] {
+			ds = append(ds, time.Duration(m)*time.Millisecond)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return throttle.NewRunTimes(ds), nil
 }
 
 // paceAmong is how many admissions recentPace looks back for: the trailing window of the limit's
-// usage history that holds that many (or the whole hour), so that the pace neither jumps when one
-// admission leaves a fixed window nor rests on one or two.
+// usage history that holds that many (or the whole hour), so that the share of a reservation used
+// neither jumps when one admission leaves a fixed window nor rests on one or two.
 const paceAmong = 20
 
 // pace is what a limit admitted over a trailing window: requests, the tokens they drew net of the
@@ -189,17 +285,6 @@ func (q *Queue) recentPace(ctx context.Context, tx pgx.Tx, key string, now time.
 		p.From, p.Requests, p.Tokens, p.Returned = at, p.Requests+requests, p.Tokens+tokens, p.Returned+returned
 	}
 	return p, rows.Err()
-}
-
-// runTime is how long a ticket holds the limit, by Little's law: the inflight tickets holding it over
-// the rate at which it admitted them over the pace's window (to now, at least a second). Zero, not
-// known, when it admitted none in the hour or holds none now.
-func (p pace) runTime(inflight int, now time.Time) time.Duration {
-	if inflight <= 0 || p.Requests == 0 {
-		return 0
-	}
-	window := max(now.Sub(p.From), time.Second)
-	return time.Duration(float64(inflight) / float64(p.Requests) * float64(window))
 }
 
 // usedShare is the share of their reservations the runs used, over the pace's window: the tokens

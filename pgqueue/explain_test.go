@@ -19,10 +19,18 @@ func TestQueue_Explain(t *testing.T) {
 	q, b := setup(t, throttle.Limit{Key: "openai", MaxConcurrent: 20}, throttle.Limit{Key: "tenant:acme", MaxConcurrent: 1},
 		throttle.Limit{Key: "anthropic", OutputTokensPerMinute: 6_000},
 		throttle.Limit{Key: "paused", RequestsPerSecond: 5})
+	// Three runs of acme took 10 s each; the runs are measured, from admission to completion.
+	for range 3 {
+		w := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}})
+		require.Equal(t, []int64{w.ID}, ids(claim(t, q, pgqueue.ClaimParams{Owner: "owner-1"}).Admitted))
+		b.clock.Add(10 * time.Second)
+		require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: w.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
+	}
+	start := b.clock.Now()
 	first := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "wf-1", ActivityID: "1"})
 	second := enqueue(t, q, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "wf-2", ActivityID: "1", Cost: 40_000})
 	require.Len(t, claim(t, q, pgqueue.ClaimParams{Owner: "owner-1"}).Admitted, 1)
-	b.clock.Add(10 * time.Second) // the first has run for 10 s: Little's law times a run at 10 s (1 held, 1 in 10 s)
+	b.clock.Add(4 * time.Second) // the first has run 4 s of its like's 10 s
 
 	te, err := q.Explain(ctx, second.ID)
 	require.NoError(t, err)
@@ -35,16 +43,19 @@ func TestQueue_Explain(t *testing.T) {
 	require.Equal(t, 1, e.Place, "first in its line: the one ahead was admitted")
 	require.True(t, e.Limits[0].Room, "openai has room")
 	require.Equal(t, throttle.Tokens(40_000), e.Cost)
-	require.Equal(t, t0.Add(20*time.Second), e.Estimate, "the running ticket, past its expected end, has a run to go")
+	require.Equal(t, start.Add(10*time.Second), e.Estimate, "the running ticket has 6 s to go")
+	require.Equal(t, e.Estimate, e.EstimateLow, "every run took 10 s: no spread")
+	require.Equal(t, e.Estimate, e.EstimateHigh)
 
-	// No jump when the admission leaves the last minute: the pace is taken over the stretch that
-	// holds the last admissions, to now.
-	for _, held := range []time.Duration{59 * time.Second, 61 * time.Second} {
-		b.clock.Add(t0.Add(held).Sub(b.clock.Now()))
-		te, err := q.Explain(ctx, second.ID)
-		require.NoError(t, err)
-		require.Equal(t, t0.Add(2*held), te.Explanation.Estimate, "held for %v", held)
-	}
+	// 40 minutes into a run whose like took 10 s: overdue, and with no deadline its end cannot be
+	// told; the estimate does not stay "in 6 s".
+	b.clock.Add(40 * time.Minute)
+	te, err = q.Explain(ctx, second.ID)
+	require.NoError(t, err)
+	require.True(t, te.Explanation.Estimate.IsZero())
+	require.Contains(t, te.Explanation.Unknown, "has run longer than every recent run on the limit")
+	require.Equal(t, 1, te.Explanation.Limits[1].Overdue)
+	require.Equal(t, start, te.Explanation.Limits[1].OverdueSince)
 
 	// An admitted ticket needs no explanation.
 	te, err = q.Explain(ctx, first.ID)

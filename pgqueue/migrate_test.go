@@ -22,7 +22,7 @@ func TestMigrate(t *testing.T) {
 		res, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: schema})
 		require.NoError(t, err)
 		require.Empty(t, res.Applied)
-		require.Equal(t, 12, res.Version)
+		require.Equal(t, 13, res.Version)
 	})
 
 	t.Run("ConcurrentRunsApplyOnce", func(t *testing.T) {
@@ -43,7 +43,7 @@ func TestMigrate(t *testing.T) {
 			require.NoError(t, <-errs)
 			total += <-applied
 		}
-		require.Equal(t, 12, total, "each migration applied once")
+		require.Equal(t, 13, total, "each migration applied once")
 	})
 
 	t.Run("RejectsHostileSchema", func(t *testing.T) {
@@ -65,6 +65,6 @@ func TestMigrate(t *testing.T) {
 		require.Zero(t, n)
 		res, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: schema})
 		require.NoError(t, err)
-		require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, res.Applied)
+		require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, res.Applied)
 	})
 }

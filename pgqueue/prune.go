@@ -8,7 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// UsageHistory is how long sluice_usage keeps what each key admitted.
+// UsageHistory is how long sluice_usage keeps what each key admitted, and sluice_run_time how long
+// runs took.
 const UsageHistory = time.Hour
 
 // PruneParams bounds Prune.
@@ -63,6 +64,10 @@ func (q *Queue) Prune(ctx context.Context, p PruneParams) (int64, error) {
 				ORDER BY 1, 2 FOR UPDATE OF f SKIP LOCKED)`, nil},
 			{`DELETE FROM {s}.sluice_usage WHERE (key, second) IN (SELECT key, second FROM {s}.sluice_usage
 				WHERE second < $1 ORDER BY 1, 2 FOR UPDATE SKIP LOCKED)`, []any{now.Add(-UsageHistory)}},
+			// Run times, read by Explain over the last hour; rows are never updated, so a locked
+			// row's ctid stays its own.
+			{`DELETE FROM {s}.sluice_run_time WHERE ctid = ANY(ARRAY(SELECT ctid FROM {s}.sluice_run_time
+				WHERE ended_at < $1 ORDER BY key, ended_at FOR UPDATE SKIP LOCKED))`, []any{now.Add(-UsageHistory)}},
 			{`DELETE FROM {s}.sluice_limit_change WHERE id IN (SELECT id FROM {s}.sluice_limit_change
 				WHERE at < $1 ORDER BY id FOR UPDATE SKIP LOCKED)`, []any{now.Add(-LimitHistoryRetention)}},
 			// Claims take the allowance ledger's rows of limits with allowances only: the rows of a

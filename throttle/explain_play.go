@@ -8,17 +8,20 @@ import (
 // play plays one limit forward from its state at now (see Explain): the tickets ahead of costs are
 // admitted in turn, then the ticket of cost c. It returns when the ticket is admitted, or the zero
 // time and why that cannot be known.
-func play(ls LimitState, st Standing, costs []Cost, c Spend, now time.Time) (time.Time, string) {
-	if st.AheadCount > explainHorizon {
+func play(ls LimitState, st Standing, costs []Cost, c Spend, now time.Time, v variant) (time.Time, string) {
+	if st.AheadCount-st.HeldElsewhere > explainHorizon {
 		return time.Time{}, "more than 100,000 tickets ahead"
 	}
-	p := player{limit: ls.Limit, state: ls.State, at: now, runTime: st.RunTime}
+	p := player{limit: ls.Limit, state: ls.State, at: now, runTime: st.RunTime.of(v)}
 	if st.UsedShare > 0 && st.UsedShare < 1 {
 		p.unused = 1 - st.UsedShare
 	}
 	for _, r := range st.Releases {
-		if !r.At.IsZero() {
-			heap.Push(&p.releases, r)
+		switch at := r.at(v); {
+		case !at.IsZero():
+			heap.Push(&p.releases, Release{At: at, Cost: r.Cost})
+		case !r.Since.IsZero() && (p.overdue.IsZero() || r.Since.Before(p.overdue)):
+			p.overdue = r.Since // overdue with no deadline: never counted on; the message names the longest
 		}
 	}
 	for _, a := range costs {
@@ -37,6 +40,7 @@ type player struct {
 	runTime  time.Duration
 	unused   float64 // the share of a reservation a release gives back to the buckets
 	releases releaseHeap
+	overdue  time.Time // the admission of a holder overdue with no deadline, whose release is not known
 }
 
 // admit moves time on until the limit admits a ticket spending sp, admits it, and returns the
@@ -83,8 +87,12 @@ func (p *player) admit(sp Spend) (time.Time, string) {
 func (p *player) never(r Reason) string {
 	switch r {
 	case ReasonConcurrency, ReasonInflightTokens:
+		if !p.overdue.IsZero() {
+			return "waits for a running ticket that has run longer than every recent run on the limit (admitted " +
+				p.overdue.UTC().Format(time.RFC3339) + ") and has no deadline: its end cannot be told"
+		}
 		if p.runTime == 0 {
-			return "waits for a running ticket to finish, and no run time is known (nothing was admitted on the limit in the last hour)"
+			return "waits for a running ticket to finish, and no run on the limit ended in the last hour to tell how long runs take"
 		}
 		return "waits for a running ticket whose end cannot be told"
 	case ReasonAllowance:

@@ -23,7 +23,7 @@ func TestExplain_TenantCapBehindProviderWithRoom(t *testing.T) {
 			"tenant:acme": {Limit: throttle.Limit{Key: "tenant:acme", MaxConcurrent: 1}, State: running(1, 0)},
 		},
 		Standing: map[string]throttle.Standing{
-			"tenant:acme": {Releases: []throttle.Release{{At: t0.Add(30 * time.Second)}}, RunTime: 20 * time.Second},
+			"tenant:acme": {Releases: []throttle.Release{{At: t0.Add(30 * time.Second)}}, RunTime: exactly(20 * time.Second)},
 		},
 		Now: t0,
 	}
@@ -89,7 +89,7 @@ func TestExplain_TicketsAheadReleaseSlots(t *testing.T) {
 		Ticket: throttle.Candidate{ID: 1, LimitKeys: []string{"k"}},
 		Limits: map[string]throttle.LimitState{"k": {Limit: l, State: running(2, 0)}},
 		Standing: map[string]throttle.Standing{"k": {
-			Ahead: []throttle.Cost{{}, {}}, AheadCount: 2, RunTime: 10 * time.Second,
+			Ahead: []throttle.Cost{{}, {}}, AheadCount: 2, RunTime: exactly(10 * time.Second),
 			Releases: []throttle.Release{{At: t0.Add(time.Second)}, {At: t0.Add(4 * time.Second)}},
 		}},
 		Now: t0,
@@ -110,7 +110,7 @@ func TestExplain_Unknown(t *testing.T) {
 	require.Equal(t, throttle.WaitUnknownLimit, e.WaitsFor)
 	require.Equal(t, "gone", e.Key)
 	require.True(t, e.Estimate.IsZero())
-	require.Contains(t, e.Unknown, "no run time is known")
+	require.Contains(t, e.Unknown, "no run on the limit ended in the last hour")
 
 	delete(in.Limits, "gone")
 	in.Ticket.LimitKeys = []string{"k"}
@@ -203,7 +203,7 @@ func TestExplain_UsedShareRefundsOnRelease(t *testing.T) {
 		Limits: map[string]throttle.LimitState{"openai": {Limit: l, State: throttle.State{Tokens: throttle.Bucket{Level: 0, At: t0}}}},
 		Standing: map[string]throttle.Standing{"openai": {
 			Releases: []throttle.Release{{At: t0.Add(time.Second), Cost: throttle.Tokens(1_000)}},
-			RunTime:  time.Second,
+			RunTime:  exactly(time.Second),
 		}},
 		Now: t0,
 	}
@@ -234,3 +234,6 @@ func TestExplain_UsedShareWithoutRunTime(t *testing.T) {
 	// 750 of the one ahead come back at once: 250 more, at 2.5 s.
 	require.Equal(t, t0.Add(2500*time.Millisecond), throttle.Explain(in).Estimate)
 }
+
+// exactly is a run time that does not vary.
+func exactly(d time.Duration) throttle.Span { return throttle.Span{Low: d, Mid: d, High: d} }

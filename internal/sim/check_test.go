@@ -25,6 +25,64 @@ func (r *run) check() {
 	r.checkTickets()
 	r.checkRows()
 	r.checkUsage()
+	r.checkRunTimes()
+}
+
+// runAt is a run time recorded for a key: when the run ended (Unix microseconds) and how long it ran
+// (milliseconds).
+type runAt struct {
+	key   string
+	ended int64
+	ms    int64
+}
+
+// ranFor records, as completeSQL does, how long t held each of its limits: from its admission to
+// its completion at now, in whole milliseconds (rounded half up).
+func (r *run) ranFor(t *sim.Ticket) {
+	if t.AdmittedAt.IsZero() {
+		return
+	}
+	ms := min((max(r.now().Sub(t.AdmittedAt).Microseconds(), 0)+500)/1000, math.MaxInt32)
+	for _, k := range t.Keys {
+		r.runTimes[runAt{k, r.now().UnixMicro(), ms}]++
+	}
+}
+
+// checkRunTimes holds sluice_run_time against the completions: each completed run's time on each of
+// its keys is there once, and nothing else is; rows older than the hour kept may have been pruned.
+func (r *run) checkRunTimes() {
+	rows, err := r.env.admin.Query(r.ctx, `SELECT key, ended_at, m FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_run_time, unnest(run_ms) AS m`)
+	if err != nil {
+		r.fail("read run times: %v", err)
+	}
+	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
+	got := map[runAt]int{}
+	for rows.Next() {
+		var at runAt
+		var ended time.Time
+		if err := rows.Scan(&at.key, &ended, &at.ms); err != nil {
+			r.fail("read run times: %v", err)
+		}
+		at.ended = ended.UnixMicro()
+		got[at]++
+	}
+	if err := rows.Err(); err != nil {
+		r.fail("read run times: %v", err)
+	}
+	kept := r.now().Add(-pgqueue.UsageHistory).UnixMicro()
+	for at, n := range got {
+		if n > r.runTimes[at] {
+			r.fail("run time of %q: %d ms ended at %s recorded %d times, %d completions ran so", at.key, at.ms,
+				time.UnixMicro(at.ended).UTC().Format(time.RFC3339Nano), n, r.runTimes[at])
+		}
+	}
+	for at, n := range r.runTimes {
+		if at.ended >= kept && got[at] != n {
+			r.fail("run time of %q: %d ms ended at %s recorded %d times, %d completions ran so", at.key, at.ms,
+				time.UnixMicro(at.ended).UTC().Format(time.RFC3339Nano), got[at], n)
+		}
+	}
 }
 
 // usageAt is a key and a second (Unix), a row of sluice_usage.
@@ -222,8 +280,7 @@ func (r *run) drain() {
 						ActualOutput: t.Cost.Output, OutcomeKind: pgqueue.OutcomeCompleted}); err != nil {
 						r.fail("drain: complete #%d: %v", t.Index, err)
 					}
-					r.m.Complete(t, sim.Usage{Total: t.Cost.Total(), Output: t.Cost.Output, Money: -1})
-					r.end(t, sim.Finished, "completed")
+					r.completed(t, sim.Usage{Total: t.Cost.Total(), Output: t.Cost.Output, Money: -1})
 				}
 			}
 			r.check()

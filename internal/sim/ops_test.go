@@ -358,6 +358,7 @@ func (r *run) completeWith(q *pgqueue.Queue, t *sim.Ticket) (sim.Usage, error) {
 
 // completed applies t's completion with usage u to the model.
 func (r *run) completed(t *sim.Ticket, u sim.Usage) {
+	r.ranFor(t)
 	r.m.Complete(t, u)
 	r.end(t, sim.Finished, "completed")
 }

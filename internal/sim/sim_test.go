@@ -66,7 +66,7 @@ type stats struct {
 	ops        map[string]int
 	lost       map[string]int // answers lost (op "lost" whose fault fired), by operation
 	runs       int
-	simulated  time.Duration
+	simulated  float64 // days: a sum of durations overflows past 292 years
 	admissions int
 	refusals   int
 }
@@ -131,7 +131,7 @@ func TestSim(t *testing.T) {
 		total += global.ops[k]
 	}
 	t.Logf("SIM: %d runs, %d operations, %.1f simulated days, %d admissions, %d refusals; by kind:%s; answers lost: "+
-		"enqueue=%d claim=%d complete=%d", global.runs, total, global.simulated.Hours()/24, global.admissions, global.refusals,
+		"enqueue=%d claim=%d complete=%d", global.runs, total, global.simulated, global.admissions, global.refusals,
 		b.String(), global.lost["enqueue"], global.lost["claim"], global.lost["complete"])
 }
 
@@ -184,17 +184,18 @@ type replica struct {
 // random sequence of operations, each followed by the checks, then a drain that must end every
 // ticket.
 type run struct {
-	t      *rapid.T
-	ctx    context.Context
-	env    *simEnv
-	clock  *clock
-	start  time.Time
-	reps   []*replica
-	m      *sim.Model
-	byID   map[int64]*sim.Ticket
-	drawn  map[usageAt]drawn // what the admissions drew, per key and second (checkUsage)
-	minRem time.Duration
-	acts   int // activity identities handed out
+	t        *rapid.T
+	ctx      context.Context
+	env      *simEnv
+	clock    *clock
+	start    time.Time
+	reps     []*replica
+	m        *sim.Model
+	byID     map[int64]*sim.Ticket
+	drawn    map[usageAt]drawn // what the admissions drew, per key and second (checkUsage)
+	runTimes map[runAt]int     // the run times completions recorded (checkRunTimes)
+	minRem   time.Duration
+	acts     int // activity identities handed out
 }
 
 func (e *simEnv) run(t *rapid.T) {
@@ -202,7 +203,7 @@ func (e *simEnv) run(t *rapid.T) {
 	e.reset(t, ctx)
 	start := rapid.SampledFrom(starts).Draw(t, "start")
 	r := &run{t: t, ctx: ctx, env: e, clock: &clock{t: start}, start: start, m: sim.New(), byID: map[int64]*sim.Ticket{},
-		drawn: map[usageAt]drawn{}}
+		drawn: map[usageAt]drawn{}, runTimes: map[runAt]int{}}
 	r.minRem = rapid.SampledFrom([]time.Duration{0, 0, time.Second}).Draw(t, "min_remaining")
 	for i, p := range e.pools {
 		q, err := pgqueue.New(p, pgqueue.Options{Schema: e.schema, Now: r.clock.Now})
@@ -226,7 +227,7 @@ func (e *simEnv) run(t *rapid.T) {
 	r.drain()
 	global.mu.Lock()
 	global.runs++
-	global.simulated += r.clock.Now().Sub(start)
+	global.simulated += r.clock.Now().Sub(start).Hours() / 24
 	global.mu.Unlock()
 }
 
@@ -234,7 +235,7 @@ func (e *simEnv) run(t *rapid.T) {
 func (e *simEnv) reset(t *rapid.T, ctx context.Context) {
 	s := pgx.Identifier{e.schema}.Sanitize()
 	tables := []string{"sluice_limit", "sluice_ticket", "sluice_release", "sluice_fair", "sluice_owner", "sluice_usage",
-		"sluice_limit_change", "sluice_allowance_release"}
+		"sluice_limit_change", "sluice_allowance_release", "sluice_run_time"}
 	for i, tb := range tables {
 		tables[i] = s + "." + tb
 	}

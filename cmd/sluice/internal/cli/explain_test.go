@@ -35,8 +35,8 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// explainFixture is a schema on a fake clock with a ticket held in each way explain tells apart. At
-// t0 the workflow "summarize" enqueues two tickets on openai (room for 20) and tenant:acme (room for
+// explainFixture is a schema on a fake clock with a ticket held in each way explain tells apart. Two
+// runs on tenant:acme took 20 s each, ending at t0. At t0 the workflow "summarize" enqueues two tickets on openai (room for 20) and tenant:acme (room for
 // 1); the first is admitted and runs. At t0+10s anthropic (6,000 output tokens a minute) admits a
 // ticket of 5,000 output tokens, leaving 1,000 to the next, which needs 4,000; gemini is paused for
 // 2 minutes with a ticket waiting; three tickets wait on email (2 a second, a burst of 1); and one
@@ -70,12 +70,25 @@ func newExplainFixture(t *testing.T) explainFixture {
 		require.NoError(t, err)
 		require.Len(t, res.Admitted, n)
 	}
-	// batch's one slot is held by a ticket admitted two hours before t0: nothing in the last hour
-	// times a run, so when it ends is not known.
+	// batch's one slot is held by a ticket admitted two hours before t0: no run on batch ended in the
+	// last hour to time one, so when it ends is not known.
 	f.clock.Add(-2 * time.Hour)
 	enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"batch"}, WorkflowID: "nightly", ActivityID: "1", ActivityType: "Export"})
 	claim(1)
-	f.clock.Add(2 * time.Hour)
+	// Two runs on tenant:acme took 20 s each, ending at t0: how long acme's runs take. Their outcomes
+	// are delivered, so they are gone from the tables of tickets.
+	f.clock.Add(2*time.Hour - 40*time.Second)
+	for _, act := range []string{"1", "2"} {
+		id := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "earlier", ActivityID: act})
+		claim(1)
+		f.clock.Add(20 * time.Second)
+		require.NoError(t, f.q.Complete(ctx, pgqueue.CompleteParams{TicketID: id, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
+		ds, err := f.q.TakeDeliveries(ctx, 10, time.Minute)
+		require.NoError(t, err)
+		for _, d := range ds {
+			require.NoError(t, f.q.Delivered(ctx, d.ID))
+		}
+	}
 	f.running = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 1_000, WorkflowID: "summarize",
 		ActivityID: "1", ActivityType: "Summarize"})
 	f.tenant = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 40_000, OutputCost: 2_000,

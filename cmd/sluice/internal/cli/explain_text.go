@@ -57,6 +57,9 @@ func explainTicket(w io.Writer, te pgqueue.TicketExplanation) error {
 		if l.AheadCost != (throttle.Cost{}) {
 			ahead += " (" + costText(l.AheadCost) + ")"
 		}
+		if l.HeldElsewhere > 0 {
+			ahead += " +" + grouped(int64(l.HeldElsewhere)) + " held elsewhere"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Key, room, figures(l, spendOf(*e, t), e.Now), ahead, ready(l.ReadyAt, e.Now))
 	}
 	if err := tw.Flush(); err != nil {
@@ -92,7 +95,7 @@ func settled(t pgqueue.Ticket) string {
 		}
 		return s + "; its outcome waits to be delivered to Temporal"
 	case pgqueue.TicketStateReturned:
-		return "handed back to Temporal for a retry at " + stamp(t.FinishedAt) + "; the retry takes its place in line"
+		return "handed back to Temporal at " + stamp(t.FinishedAt) + "; if its retry policy allows another attempt, the retry takes its place in line"
 	}
 	return "state " + string(t.State)
 }
@@ -108,11 +111,12 @@ func holds(e throttle.Explanation, t pgqueue.Ticket) string {
 		return fmt.Sprintf("waits for limit %s, which does not exist: no claim admits it until the limit is created (sluice limits set %s --create ...)",
 			e.Key, e.Key)
 	case throttle.WaitAhead:
-		s := fmt.Sprintf("waits behind %s ahead in %s", ticketCount(e.Place-1), e.Line)
-		if l, ok := limitOf(e, e.Line); ok && l.AheadCost != (throttle.Cost{}) {
+		l, _ := limitOf(e, e.Line)
+		s := fmt.Sprintf("waits behind %s ahead in %s", ticketCount(l.Ahead), e.Line)
+		if l.AheadCost != (throttle.Cost{}) {
 			s += " (their cost " + costText(l.AheadCost) + ")"
 		}
-		return s + "; every limit has room for it"
+		return s + "; every limit has room for it" + heldElsewhere(l)
 	}
 	l, ok := limitOf(e, e.Key)
 	if !ok {
@@ -122,7 +126,23 @@ func holds(e throttle.Explanation, t pgqueue.Ticket) string {
 	if l.Ahead > 0 {
 		s += "; " + ticketCount(l.Ahead) + " ahead of it there"
 	}
+	if l.Overdue > 0 {
+		s += fmt.Sprintf("; %s holding it ran longer than every recent run (the longest since %s), so it is expected by its deadline at the latest",
+			ticketCount(l.Overdue), stamp(l.OverdueSince))
+	}
+	if line, ok := limitOf(e, e.Line); ok {
+		s += heldElsewhere(line)
+	}
 	return s
+}
+
+// heldElsewhere says how many tickets before this one in line l other limits hold back, when any:
+// they are not waited for.
+func heldElsewhere(l throttle.LimitWait) string {
+	if l.HeldElsewhere == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; other limits hold back %s before it in %s: it does not wait for them", ticketCount(l.HeldElsewhere), l.Key)
 }
 
 func limitOf(e throttle.Explanation, key string) (throttle.LimitWait, bool) {
@@ -144,7 +164,19 @@ func expected(e throttle.Explanation) string {
 	case !e.Estimate.After(e.Now):
 		return "expected admission: now, at the next claim"
 	}
-	return "expected admission: " + in(e.Estimate, e.Now)
+	s := "expected admission: " + in(e.Estimate, e.Now)
+	if e.EstimateLow.Before(e.Estimate) || e.EstimateHigh.After(e.Estimate) {
+		s += " (likely " + inShort(e.EstimateLow, e.Now) + " to " + inShort(e.EstimateHigh, e.Now) + ", as recent runs vary)"
+	}
+	return s
+}
+
+// inShort is how long from now until at, rounded: "now" when it is not after now.
+func inShort(at, now time.Time) string {
+	if !at.After(now) {
+		return "now"
+	}
+	return roundDur(at.Sub(now))
 }
 
 // ready is a limit's estimate for the table.

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS sluice_run_time;
