@@ -123,3 +123,43 @@ func TestCLI_AllowanceBadInput(t *testing.T) {
 	_, err := f.q.Limit(context.Background(), "k")
 	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit, "nothing was created")
 }
+
+// An allowance that waits refuses a ticket whose deadline comes before its reset: explain says so
+// with the deadline, before the claim that refuses it and after, from the stored refusal.
+func TestCLI_ExplainDeadlineBeforeTheReset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := explainFixture{clock: &fakeClock{t: t0}, url: testdb.URL(t)}
+	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
+	code, _, errOut := f.run(t, "limits", "set", "plan:wait", "--create", "--allowance", "requests=1/day")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	enqueue := func(p pgqueue.EnqueueParams) int64 {
+		t.Helper()
+		p.LimitKeys, p.Owner, p.Namespace, p.Attempt, p.ActivityType, p.ActivityID = []string{"plan:wait"}, "worker-a", "default", 1, "Ask", "1"
+		tk, err := f.q.Enqueue(ctx, p)
+		require.NoError(t, err)
+		return tk.ID
+	}
+	first := enqueue(pgqueue.EnqueueParams{WorkflowID: "ask-1"})
+	res, err := f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 1)
+	require.NoError(t, f.q.Complete(ctx, pgqueue.CompleteParams{TicketID: first, OutcomeKind: pgqueue.OutcomeCompleted}))
+	// The day's one request is spent until midnight UTC; this one must be done by 13:00.
+	late := enqueue(pgqueue.EnqueueParams{WorkflowID: "ask-2", Deadline: t0.Add(time.Hour)})
+	spent := "allowance requests=1/day spent: used 1 request of 1 request, the call needs 1 request; " +
+		"resets at 2026-01-02T00:00:00Z (2026-01-02 00:00 UTC); the call's deadline, 2026-01-01T13:00:00Z (2026-01-01 13:00 UTC), comes before the reset"
+
+	code, out, errOut := f.run(t, "explain", itoa(late))
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "it will be refused: "+spent+"; the next claim fails its activity (the allowance waits, but not past the call's deadline)\n")
+	t.Logf("before the claim:\n%s", out)
+
+	res, err = f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	require.NoError(t, err)
+	require.Len(t, res.Refused, 1)
+	code, out, errOut = f.run(t, "explain", itoa(late))
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.Contains(t, out, "refused at 2026-01-01 12:00:00 UTC, never admitted: sluice: limit plan:wait: "+spent+"; the refusal waits to be delivered to Temporal")
+	t.Logf("after the claim:\n%s", out)
+}
