@@ -163,3 +163,57 @@ func TestCLI_ExplainDeadlineBeforeTheReset(t *testing.T) {
 	require.Contains(t, out, "refused at 2026-01-01 12:00:00 UTC, never admitted: sluice: limit plan:wait: "+spent+"; the refusal waits to be delivered to Temporal")
 	t.Logf("after the claim:\n%s", out)
 }
+
+// limits set keeps what each allowance does when spent unless --on-spent is given: an allowance given
+// again (the same meter and period) keeps its own, a new one refuses when all the key's refuse and
+// otherwise waits.
+func TestCLI_AllowanceKeepsOnSpent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := explainFixture{clock: &fakeClock{t: t0}, url: testdb.URL(t)}
+	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
+	onSpent := func(key string) map[string]throttle.OnSpent {
+		t.Helper()
+		l, err := f.q.Limit(ctx, key)
+		require.NoError(t, err)
+		out := map[string]throttle.OnSpent{}
+		for _, a := range l.Allowances {
+			out[a.String()] = a.OnSpent
+		}
+		return out
+	}
+	set := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := f.run(t, append([]string{"limits", "set"}, args...)...)
+		require.Equal(t, cli.ExitOK, code, errOut)
+		return out
+	}
+	refuse, wait := throttle.OnSpentRefuse, throttle.OnSpentWait
+
+	set("plan:free", "--create", "--allowance", "tokens=50000/day@America/Los_Angeles", "--allowance", "usd=0.50/day@America/Los_Angeles",
+		"--on-spent", "refuse")
+	out := set("plan:free", "--allowance", "tokens=70000/day@America/Los_Angeles", "--allowance", "requests=100/hour")
+	require.Contains(t, out, "plan:free  tokens=70000/day@America/Los_Angeles  refuse", "resized, it still refuses")
+	require.Equal(t, map[string]throttle.OnSpent{"tokens=70000/day@America/Los_Angeles": refuse, "requests=100/hour": refuse}, onSpent("plan:free"),
+		"a new allowance of a key whose allowances all refuse refuses too")
+
+	set("plan:free", "--allowance", "tokens=70000/day@America/Los_Angeles", "--allowance", "requests=100/hour", "--on-spent", "wait")
+	require.Equal(t, map[string]throttle.OnSpent{"tokens=70000/day@America/Los_Angeles": wait, "requests=100/hour": wait}, onSpent("plan:free"),
+		"--on-spent given sets them all")
+
+	set("plan:mixed", "--create", "--allowance", "tokens=10/day", "--on-spent", "refuse")
+	set("plan:mixed", "--allowance", "tokens=10/day", "--allowance", "requests=5/day")
+	set("plan:mixed", "--allowance", "tokens=20/day", "--allowance", "requests=5/day", "--allowance", "usd=1/day")
+	require.Equal(t, map[string]throttle.OnSpent{"tokens=20/day": refuse, "requests=5/day": refuse, "usd=1.00/day": refuse}, onSpent("plan:mixed"))
+	_, err := f.q.ChangeLimit(ctx, "plan:mixed", throttle.LimitChange{Allowances: &throttle.Allowances{
+		{Meter: throttle.MeterTokens, Amount: 20, Calendar: throttle.CalendarDay, OnSpent: wait},
+		{Meter: throttle.MeterRequests, Amount: 5, Calendar: throttle.CalendarDay}}}, false)
+	require.NoError(t, err, "one given with its policy keeps it, the other its own")
+	set("plan:mixed", "--allowance", "tokens=20/day", "--allowance", "requests=5/day", "--allowance", "output_tokens=9/day")
+	require.Equal(t, map[string]throttle.OnSpent{"tokens=20/day": wait, "requests=5/day": refuse, "output_tokens=9/day": ""}, onSpent("plan:mixed"),
+		"a new allowance of a key whose allowances differ waits, the default")
+
+	code, out, errOut := f.run(t, "limits", "history", "plan:free")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	t.Logf("sluice limits history plan:free\n%s", out)
+}

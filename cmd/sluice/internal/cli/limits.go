@@ -154,7 +154,8 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		})
 	}
 	fs.Func("allowance", "a windowed allowance, METER=AMOUNT/PERIOD[@ZONE] (tokens=5000000/day@America/Los_Angeles, "+
-		"usd=5.00/month, requests=1000/24h); repeat for several: they replace the limit's; none removes them all", func(s string) error {
+		"usd=5.00/month, requests=1000/24h); repeat for several: they replace the limit's; none removes them all. "+
+		"Without --on-spent each keeps what the key's allowance of its meter and period did when spent; a new one refuses if all the key's refuse, else waits", func(s string) error {
 		lf.set["allowance"] = true
 		if strings.TrimSpace(s) == "none" {
 			lf.allowances = throttle.Allowances{}
@@ -167,7 +168,7 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		lf.allowances = append(lf.allowances, a)
 		return nil
 	})
-	fs.Func("on-spent", "what a ticket does when an allowance is spent: wait (for the reset) or refuse (fail the activity at once)", func(s string) error {
+	fs.Func("on-spent", "what a ticket does when an allowance is spent: wait (for the reset) or refuse (fail the activity at once); sets it for all the key's allowances", func(s string) error {
 		switch o := throttle.OnSpent(s); o {
 		case throttle.OnSpentWait, throttle.OnSpentRefuse:
 			lf.onSpent, lf.set["on-spent"] = o, true
