@@ -217,3 +217,48 @@ func TestCLI_AllowanceKeepsOnSpent(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, errOut)
 	t.Logf("sluice limits history plan:free\n%s", out)
 }
+
+// --on-spent sets what a key's allowances do: on a key left with none it would change nothing, so it
+// is refused as bad input, naming the value, with nothing printed on stdout and no row changed.
+func TestCLI_OnSpentWithoutAllowances(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := explainFixture{clock: &fakeClock{t: t0}, url: testdb.URL(t)}
+	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
+	for _, args := range [][]string{{"plan:none", "--create", "--max-concurrent", "3"},
+		{"plan:free", "--create", "--allowance", "tokens=100/day", "--on-spent", "refuse"}} {
+		code, _, errOut := f.run(t, append([]string{"limits", "set"}, args...)...)
+		require.Equal(t, cli.ExitOK, code, errOut)
+	}
+	before := map[string]throttle.Limit{}
+	for _, k := range []string{"plan:none", "plan:free"} {
+		l, err := f.q.Limit(ctx, k)
+		require.NoError(t, err)
+		before[k] = l
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan:none", "--on-spent", "refuse"}, `limit "plan:none": --on-spent "refuse" would apply to no allowance: the limit is left with none (give --allowance with it)`},
+		{[]string{"plan:none", "--on-spent", "wait", "--max-concurrent", "4"}, `--on-spent "wait" would apply to no allowance`},
+		{[]string{"plan:free", "--allowance", "none", "--on-spent", "wait"}, `limit "plan:free": --on-spent "wait" would apply to no allowance`},
+		{[]string{"plan:new", "--create", "--on-spent", "refuse"}, `limit "plan:new": --on-spent "refuse" would apply to no allowance`},
+	} {
+		code, out, errOut := f.run(t, append([]string{"limits", "set"}, c.args...)...)
+		require.Equal(t, cli.ExitUsage, code, "%v: %s", c.args, errOut)
+		require.Empty(t, out, "%v", c.args)
+		require.Contains(t, errOut, c.want, "%v", c.args)
+		t.Logf("sluice limits set %s\n%s", strings.Join(c.args, " "), errOut)
+	}
+	for k, want := range before {
+		l, err := f.q.Limit(ctx, k)
+		require.NoError(t, err)
+		require.Equal(t, want, l, "%s is unchanged", k)
+		h, err := f.q.LimitHistory(ctx, k, time.Time{}, 10)
+		require.NoError(t, err)
+		require.Len(t, h, 1, "%s: only its creation is recorded", k)
+	}
+	_, err := f.q.Limit(ctx, "plan:new")
+	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit, "nothing was created")
+}

@@ -22,7 +22,8 @@ import (
 var limitFlagNames = strings.NewReplacer(
 	"InputTokensPerMinute", "--itpm", "OutputTokensPerMinute", "--otpm", "InputTokenBurst", "--input-token-burst",
 	"OutputTokenBurst", "--output-token-burst", "MaxInflightTokens", "--max-inflight-tokens", "TokensPerMinute", "--tpm",
-	"TokenBurst", "--token-burst", "RequestsPerSecond", "--rps", "MaxConcurrent", "--max-concurrent", "Burst", "--burst")
+	"TokenBurst", "--token-burst", "RequestsPerSecond", "--rps", "MaxConcurrent", "--max-concurrent", "Burst", "--burst",
+	"Allowances", "--allowance", "OnSpent", "--on-spent")
 
 // inFlagNames is msg, a limit's validation error, with the fields it names after the quoted key
 // written as flags (the key itself is left as it is, whatever it spells).
