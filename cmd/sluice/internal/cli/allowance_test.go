@@ -262,3 +262,38 @@ func TestCLI_OnSpentWithoutAllowances(t *testing.T) {
 	_, err := f.q.Limit(ctx, "plan:new")
 	require.ErrorIs(t, err, pgqueue.ErrUnknownLimit, "nothing was created")
 }
+
+// --allowance none removes every allowance: given with another --allowance, in either order, it is
+// refused with one message naming both, nothing printed on stdout and nothing changed.
+func TestCLI_AllowanceNoneWithOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := explainFixture{clock: &fakeClock{t: t0}, url: testdb.URL(t)}
+	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
+	code, _, errOut := f.run(t, "limits", "set", "plan:free", "--create", "--max-concurrent", "2", "--allowance", "requests=9/day")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	before, err := f.q.Limit(ctx, "plan:free")
+	require.NoError(t, err)
+	const want = `limits set plan:free: --allowance none removes every allowance, so it cannot be given with another ` +
+		`(tokens=5/day): give none alone, or the allowances to keep`
+	var msgs []string
+	for _, args := range [][]string{
+		{"--allowance", "tokens=5/day", "--allowance", "none"},
+		{"--allowance", "none", "--allowance", "tokens=5/day"},
+		{"--allowance", "none", "--max-concurrent", "3", "--allowance", "tokens=5/day", "--allowance", "none"},
+	} {
+		code, out, errOut := f.run(t, append([]string{"limits", "set", "plan:free"}, args...)...)
+		require.Equal(t, cli.ExitUsage, code, "%v: %s", args, errOut)
+		require.Empty(t, out, "%v", args)
+		require.Equal(t, "sluice: "+want+"\n", errOut, "%v", args)
+		msgs = append(msgs, errOut)
+	}
+	t.Logf("sluice limits set plan:free --allowance tokens=5/day --allowance none\n%s", msgs[0])
+	after, err := f.q.Limit(ctx, "plan:free")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "nothing changed")
+
+	code, out, errOut := f.run(t, "limits", "set", "plan:free", "--allowance", "none", "--allowance", "none")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	require.NotContains(t, out, "ALLOWANCE", "none twice is none")
+}
