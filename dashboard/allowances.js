@@ -149,11 +149,9 @@ const SluiceAllowances = (function () {
       (u.remaining > 0 ? "" : " (spent)");
   }
 
-  // listOf is a limit's allowances for its history: "usd=0.50/day (refuse), requests=100/24h", or "none".
-  function listOf(limit) {
-    const as = (limit && limit.allowances) || [];
-    return as.length ? as.map((a) => specOf(a) + (onSpent(a) === "refuse" ? " (refuse)" : "")).join(", ") : "none";
-  }
+  // historyOf is an allowance of the limit history with what it does when spent, as the sluice
+  // command prints it: "usd=0.50/day (refuse)", "requests=100/24h (wait)", or "none" where it is absent.
+  const historyOf = (a) => a ? specOf(a) + " (" + onSpent(a) + ")" : "none";
 
   // card is the allowances' part of key k's card (api/status's key): each allowance's spec, a bar of
   // its use, what it used of its amount, what remains and when it resets, and what a ticket it has no
@@ -191,5 +189,5 @@ const SluiceAllowances = (function () {
     return li;
   }
 
-  return Object.freeze({ amount, specOf, sameAllowance, when, utc, relative, spentWhy, spentWhen, refusedWhy, refusalText, useOf, listOf, card });
+  return Object.freeze({ amount, specOf, sameAllowance, when, utc, relative, spentWhy, spentWhen, refusedWhy, refusalText, useOf, historyOf, card });
 })();

@@ -52,7 +52,8 @@ func TestDashboard_AllowancesInABrowser(t *testing.T) {
 		`.some((li) => li.textContent.includes("allowances: none → usd=0.10/day (refuse)"))`)
 
 	waitFor(t, ctx, "and plan:free's three", `[...document.querySelectorAll('section.card[data-key="plan:free"] .history li')]`+
-		`.some((li) => li.textContent.includes("allowances: none → usd=0.50/day, tokens=50000/day@America/Los_Angeles, requests=100/24h"))`)
+		`.some((li) => li.textContent.includes("allowances: none → usd=0.50/day (wait), `+
+		`allowances: none → tokens=50000/day@America/Los_Angeles (wait), allowances: none → requests=100/24h (wait)"))`)
 
 	// plan:free's three: dollars a day in UTC, tokens a day in Los Angeles, requests in any 24 hours.
 	free := func(spec, part string) string { return allowanceText("plan:free", spec, part) }

@@ -117,7 +117,10 @@ func (h *handler) sameOrigin(r *http.Request) error {
 // output_tokens_per_minute) without its burst puts the burst back to its default. allowances, when
 // given, replace the key's (each in the operators' syntax, "usd=5.00/day@America/Los_Angeles", or
 // as throttle.Allowance's JSON; [] removes them), and on_spent ("wait" or "refuse") sets what each does
-// when spent. JSON has no NaN or infinity, and a number too large for a float64 is refused.
+// when spent; without it, each keeps what the key's allowance of its meter and period did, and a new
+// one refuses if all the key's refuse (throttle.LimitChange.Allowances); on_spent for a key left
+// without allowances is refused. JSON has no NaN or infinity, and a number too large for a float64 is
+// refused.
 type LimitChange struct {
 	Key string `json:"key"`
 	throttle.LimitChange

@@ -153,10 +153,11 @@
       if (list.dataset.seq !== seq) return;
       const items = h.changes.slice().reverse().map((c) => {
         const li = el("li", { "data-kind": c.kind });
-        const changed = c.changed.map((f) => f.field + ": " + exact(f.before) + " → " + exact(f.after));
-        const before = SluiceAllowances.listOf(c.before), after = SluiceAllowances.listOf(c.after);
-        if (before !== after) changed.push("allowances: " + before + " → " + after);
-        const what = changed.join(", ");
+        // The fields changed as the server lists them (pgqueue's LimitRecord.Changed), as the sluice
+        // command prints them: a figure, or an allowance added, removed, resized or whose on-spent changed.
+        const what = c.changed.map((f) => f.field + ": " + (f.before_allowance || f.after_allowance
+          ? SluiceAllowances.historyOf(f.before_allowance) + " → " + SluiceAllowances.historyOf(f.after_allowance)
+          : exact(f.before) + " → " + exact(f.after))).join(", ");
         li.append(el("time", { datetime: c.at }, new Date(c.at).toLocaleString()), " ", el("b", {}, c.kind), " by " + c.who + (what ? ": " + what : ""));
         return li;
       });

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/dashboard"
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // getJSON reads url's JSON into v and returns the status code.
@@ -75,4 +76,19 @@ func TestDashboard_History(t *testing.T) {
 	require.Equal(t, 8.0, steps[2].Effective.RequestsPerSecond)
 	require.Equal(t, c.At, steps[2].At)
 	require.Equal(t, st.Keys[0].Effective, steps[2].Effective, "the last step is the limit in force")
+
+	// Allowances changed: each one added, resized or whose on-spent changed, as pgqueue lists them.
+	code, body = post(t, base+"api/limits", `{"key":"openai","allowances":["usd=1.00/day","requests=10/hour"]}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = post(t, base+"api/limits", `{"key":"openai","allowances":["usd=2.00/day","requests=10/hour"],"on_spent":"refuse"}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, http.StatusOK, getJSON(t, base+"api/history?key=openai&max=2", &h))
+	usd1 := throttle.Allowance{Meter: throttle.MeterMoney, Currency: "USD", Amount: 1_000_000, Calendar: throttle.CalendarDay}
+	req := throttle.Allowance{Meter: throttle.MeterRequests, Amount: 10, Calendar: throttle.CalendarHour}
+	usd2, reqRefuse := usd1, req
+	usd2.Amount, usd2.OnSpent, reqRefuse.OnSpent = 2_000_000, throttle.OnSpentRefuse, throttle.OnSpentRefuse
+	require.Equal(t, []pgqueue.FieldChange{{Field: "allowances", After: 1_000_000, AfterAllowance: &usd1},
+		{Field: "allowances", After: 10, AfterAllowance: &req}}, h.Changes[0].Changed)
+	require.Equal(t, []pgqueue.FieldChange{{Field: "allowances", Before: 1_000_000, After: 2_000_000, BeforeAllowance: &usd1, AfterAllowance: &usd2},
+		{Field: "allowances", Before: 10, After: 10, BeforeAllowance: &req, AfterAllowance: &reqRefuse}}, h.Changes[1].Changed)
 }

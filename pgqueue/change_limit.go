@@ -17,7 +17,8 @@ var ErrInvalidLimit = errors.New("sluice: invalid limit")
 // its burst gets its default burst back) under the limit row's lock, so that two changes at
 // the same moment (two operators, the dashboard and the sluice command) both apply, and returns the
 // limit stored. The result is validated first: an invalid one returns an error wrapping
-// ErrInvalidLimit that names the field and value, and changes nothing. An unknown key is created
+// ErrInvalidLimit that names the field and value, and changes nothing; so does an OnSpent given for a
+// limit left without allowances, which it would not change. An unknown key is created
 // from the zero Limit when create is set, and is otherwise an error wrapping ErrUnknownLimit. Like
 // UpsertLimits, it applies at the next admission on every replica, and the change is recorded in the
 // limit history (LimitHistory) as made by who ctx names (WithChangedBy), else by the program.
@@ -39,6 +40,11 @@ func (q *Queue) ChangeLimit(ctx context.Context, key string, c throttle.LimitCha
 		}
 		out = c.Apply(cur)
 		out.Key = key
+		if c.OnSpent != nil && len(out.Allowances) == 0 {
+			// Apply sets OnSpent on each allowance: with none, it would be dropped without a word.
+			return fmt.Errorf("%w: limit %q: OnSpent %q would apply to no allowance: the limit is left with none (give Allowances with it)",
+				ErrInvalidLimit, key, *c.OnSpent)
+		}
 		if err := out.WithDefaults().Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidLimit, err)
 		}

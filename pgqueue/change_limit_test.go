@@ -45,6 +45,12 @@ func TestQueue_ChangeLimit(t *testing.T) {
 	l, err = q.ChangeLimit(ctx, "new", throttle.LimitChange{MaxConcurrent: ptr(1)}, true)
 	require.NoError(t, err)
 	require.Equal(t, throttle.Limit{Key: "new", MaxConcurrent: 1}, l)
+	_, err = q.ChangeLimit(ctx, "new", throttle.LimitChange{MaxConcurrent: ptr(2), OnSpent: ptr(throttle.OnSpentRefuse)}, false)
+	require.ErrorIs(t, err, pgqueue.ErrInvalidLimit, "an OnSpent for no allowance would change nothing")
+	require.ErrorContains(t, err, `limit "new": OnSpent "refuse" would apply to no allowance: the limit is left with none (give Allowances with it)`)
+	l, err = q.Limit(ctx, "new")
+	require.NoError(t, err)
+	require.Equal(t, 1, l.MaxConcurrent, "nothing of it was applied")
 
 	// Another transaction changes the token budget and holds the row: a change of the concurrency
 	// waits for it and keeps its budget, instead of writing back the one it would have read before.

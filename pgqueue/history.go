@@ -1,8 +1,10 @@
 package pgqueue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,17 +60,26 @@ type LimitRecord struct {
 	Before *throttle.Limit `json:"before"`
 	After  *throttle.Limit `json:"after"`
 	// Changed lists the fields that differ between Before and After (a nil one counting as zero), in
-	// throttle.Limit's order, under its JSON names.
+	// throttle.Limit's order, under its JSON names: the figures, then one entry per allowance added,
+	// removed, resized or whose OnSpent changed. The sluice command's limits history and the dashboard's
+	// card both print this list.
 	Changed []FieldChange `json:"changed"`
 }
 
 // FieldChange is one field of a limit that a LimitRecord changed, under throttle.Limit's JSON name.
 // Zero means no limit of that kind (for ChangeLearned: nothing learned); a created limit's Before and a
 // deleted limit's After are zero.
+//
+// Field "allowances" is one allowance, matched by its meter and period (throttle.Allowance.Key):
+// BeforeAllowance and AfterAllowance are it before and after, nil where it was added or removed, and
+// Before and After its Amount (money in micro-units), zero where it is nil. Its Amount, its OnSpent
+// (an empty one being OnSpentWait) or both differ. The allowances are left out of the other fields.
 type FieldChange struct {
-	Field  string  `json:"field"`
-	Before float64 `json:"before"`
-	After  float64 `json:"after"`
+	Field           string              `json:"field"`
+	Before          float64             `json:"before"`
+	After           float64             `json:"after"`
+	BeforeAllowance *throttle.Allowance `json:"before_allowance,omitempty"`
+	AfterAllowance  *throttle.Allowance `json:"after_allowance,omitempty"`
 }
 
 // limitFields are throttle.Limit's figures under their JSON names, in its order.
@@ -88,7 +99,9 @@ var limitFields = []struct {
 	{"output_token_burst", func(l throttle.Limit) float64 { return l.OutputTokenBurst }},
 }
 
-// changedFields are the fields that differ between before and after, nil counting as the zero Limit.
+// changedFields are the fields that differ between before and after, nil counting as the zero Limit,
+// as LimitRecord.Changed lists them: the figures in throttle.Limit's order, then the allowances, those
+// of before in their order (changed or removed), then those added in after's order.
 func changedFields(before, after *throttle.Limit) []FieldChange {
 	var b, a throttle.Limit
 	if before != nil {
@@ -101,6 +114,42 @@ func changedFields(before, after *throttle.Limit) []FieldChange {
 	for _, f := range limitFields {
 		if x, y := f.of(b), f.of(a); x != y {
 			out = append(out, FieldChange{Field: f.name, Before: x, After: y})
+		}
+	}
+	return append(out, allowanceChanges(b.Allowances, a.Allowances)...)
+}
+
+// allowanceChanges are the allowances of before and after, matched by Key, that were added, removed,
+// resized or whose OnSpent changed.
+func allowanceChanges(before, after throttle.Allowances) []FieldChange {
+	var out []FieldChange
+	change := func(b, a *throttle.Allowance) {
+		c := FieldChange{Field: "allowances"}
+		if b != nil {
+			b := *b // a copy: the record's Before keeps its own
+			c.Before, c.BeforeAllowance = float64(b.Amount), &b
+		}
+		if a != nil {
+			a := *a
+			c.After, c.AfterAllowance = float64(a.Amount), &a
+		}
+		out = append(out, c)
+	}
+	onSpent := func(a throttle.Allowance) throttle.OnSpent { return cmp.Or(a.OnSpent, throttle.OnSpentWait) }
+	for i := range before {
+		b := &before[i]
+		j := slices.IndexFunc(after, func(a throttle.Allowance) bool { return a.Key() == b.Key() })
+		switch {
+		case j < 0:
+			change(b, nil)
+		case after[j].Amount != b.Amount || onSpent(after[j]) != onSpent(*b):
+			change(b, &after[j])
+		}
+	}
+	for i := range after {
+		a := &after[i]
+		if !slices.ContainsFunc(before, func(b throttle.Allowance) bool { return b.Key() == a.Key() }) {
+			change(nil, a)
 		}
 	}
 	return out

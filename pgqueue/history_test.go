@@ -58,6 +58,34 @@ func TestQueue_LimitHistory(t *testing.T) {
 			h[1].Changed, "the burst went back to its default with the rate")
 	})
 
+	t.Run("AllowancesAddedRemovedResizedAndOnSpent", func(t *testing.T) {
+		t.Parallel()
+		before := allowances(t, "tokens=50000/day@America/Los_Angeles", "usd=0.50/day", "requests=10/hour")
+		before[0].OnSpent, before[1].OnSpent = throttle.OnSpentRefuse, throttle.OnSpentRefuse
+		q, _ := setup(t, throttle.Limit{Key: "plan:free", MaxConcurrent: 1, Allowances: before})
+		after := allowances(t, "output_tokens=900/24h", "tokens=70000/day@America/Los_Angeles", "requests=10/hour")
+		after[2].OnSpent = throttle.OnSpentWait // as it was: an empty OnSpent waits
+		require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "plan:free", MaxConcurrent: 1, Allowances: after}))
+		flipped := append(throttle.Allowances(nil), after...)
+		flipped[0].OnSpent = throttle.OnSpentRefuse
+		require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "plan:free", MaxConcurrent: 2, Allowances: flipped}))
+
+		h := history(t, q, "plan:free")
+		require.Len(t, h, 3)
+		require.Equal(t, []pgqueue.FieldChange{{Field: "max_concurrent", After: 1},
+			{Field: "allowances", After: 50_000, AfterAllowance: &before[0]},
+			{Field: "allowances", After: 500_000, AfterAllowance: &before[1]},
+			{Field: "allowances", After: 10, AfterAllowance: &before[2]}}, h[0].Changed, "created: each allowance added")
+		require.Equal(t, []pgqueue.FieldChange{
+			{Field: "allowances", Before: 50_000, After: 70_000, BeforeAllowance: &before[0], AfterAllowance: &after[1]},
+			{Field: "allowances", Before: 500_000, BeforeAllowance: &before[1]},
+			{Field: "allowances", After: 900, AfterAllowance: &after[0]},
+		}, h[1].Changed, "resized (and now waits), removed, added; the hourly one kept as it was")
+		require.Equal(t, []pgqueue.FieldChange{{Field: "max_concurrent", Before: 1, After: 2},
+			{Field: "allowances", Before: 900, After: 900, BeforeAllowance: &after[0], AfterAllowance: &flipped[0]}}, h[2].Changed,
+			"what it does when spent, alone")
+	})
+
 	t.Run("SQLChangesSayTheSessionUser", func(t *testing.T) {
 		t.Parallel()
 		q, _ := setup(t, throttle.Limit{Key: "openai", TokensPerMinute: 90_000})

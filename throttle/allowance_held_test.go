@@ -134,6 +134,42 @@ func TestSpent_Refuses(t *testing.T) {
 	}
 }
 
+// TestSpent_Error: the refusal names the allowance, its use and its reset; when an allowance that
+// waits refuses because the ticket's deadline is not after the reset, it gives the deadline too.
+func TestSpent_Error(t *testing.T) {
+	t.Parallel()
+	reset := t0.Add(time.Hour)
+	early, late := reset.Add(-time.Minute), reset.Add(time.Minute)
+	day := throttle.Allowance{Meter: throttle.MeterRequests, Amount: 1, Calendar: throttle.CalendarDay, Zone: "America/Los_Angeles"}
+	refuse := day
+	refuse.OnSpent = throttle.OnSpentRefuse
+	rolling := throttle.Allowance{Meter: throttle.MeterRequests, Amount: 1, Rolling: 24 * time.Hour}
+	const spent = "allowance requests=1/day@America/Los_Angeles spent: used 1 request of 1 request, the call needs 1 request; " +
+		"resets at 2026-01-01T01:00:00Z (2025-12-31 17:00 PST)"
+	for _, tc := range []struct {
+		name              string
+		a                 throttle.Allowance
+		resetAt, deadline time.Time
+		want              string
+	}{
+		{"NoDeadline", day, reset, time.Time{}, spent},
+		{"DeadlineAfterTheReset", day, reset, late, spent},
+		{"DeadlineBeforeTheReset", day, reset, early, spent + "; the call's deadline, 2026-01-01T00:59:00Z (2025-12-31 16:59 PST), comes before the reset"},
+		{"DeadlineAtTheReset", day, reset, reset, spent + "; the call's deadline, 2026-01-01T01:00:00Z (2025-12-31 17:00 PST), comes before the reset"},
+		{"RefusesWhateverTheDeadline", refuse, reset, early, spent},
+		{"RollingDeadlineBeforeRoom", rolling, reset, early, "allowance requests=1/24h spent: used 1 request of 1 request, the call needs 1 request; " +
+			"room again at 2026-01-01T01:00:00Z; the call's deadline, 2026-01-01T00:59:00Z, comes before then"},
+		{"NeverRoom", day, time.Time{}, early, "allowance requests=1/day@America/Los_Angeles spent: used 1 request of 1 request, " +
+			"the call needs 1 request; the call needs more than the whole allowance, so no window will admit it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := throttle.Spent{Allowance: tc.a, Used: 1, Needs: 1, ResetAt: tc.resetAt, Deadline: tc.deadline}
+			require.Equal(t, tc.want, s.Error())
+		})
+	}
+}
+
 // TestAllowances_ReleaseReconcilesOnlyWhatCharged: a release reconciles only the allowances that
 // counted the ticket (SpendRelease.Charged), so an allowance added while a ticket was in flight is
 // not given back what it never counted (which would let it admit more than its amount).

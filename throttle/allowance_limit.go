@@ -67,6 +67,10 @@ type Spent struct {
 	// a rolling allowance when enough has fallen out. Zero when it never will: the ticket alone counts
 	// more than the Amount.
 	ResetAt time.Time `json:"reset_at,omitzero"`
+	// Deadline is the deadline of the ticket refused (zero: none), which the claim that refuses it and
+	// Explain set, so that Error can say when it is why: an allowance that waits refuses a ticket whose
+	// deadline is not after ResetAt (Refuses). SpentAllowance leaves it zero.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // SpentAllowance returns the allowance of l that binds a ticket spending sp at now (Allowances.Check),
@@ -99,23 +103,44 @@ func (s Spent) Refuses(deadline time.Time) bool {
 	if used := s.Used - s.Refundable; s.Refundable > 0 && used < s.Allowance.Amount && s.Needs <= s.Allowance.Amount-used {
 		return false
 	}
-	return s.Allowance.OnSpent == OnSpentRefuse || (!deadline.IsZero() && !deadline.After(s.ResetAt))
+	return s.Allowance.OnSpent == OnSpentRefuse || deadlineFirst(deadline, s.ResetAt)
+}
+
+// deadlineFirst reports whether a ticket with deadline (zero: none) would be timed out before an
+// allowance has room for it at reset.
+func deadlineFirst(deadline, reset time.Time) bool {
+	return !deadline.IsZero() && !deadline.After(reset)
 }
 
 // Error says which allowance is spent, what was used of it and when it resets, as the refused ticket's
-// activity error does.
+// activity error does; and, when an allowance that waits refuses the ticket because its Deadline is
+// not after the reset, that deadline.
 func (s Spent) Error() string {
 	a := s.Allowance
 	msg := fmt.Sprintf("allowance %s spent: used %s of %s", a, a.FormatAmount(s.Used), a.FormatAmount(a.Amount))
 	if s.Needs > 0 {
 		msg += fmt.Sprintf(", the call needs %s", a.FormatAmount(s.Needs))
 	}
-	switch {
-	case s.ResetAt.IsZero():
+	if s.ResetAt.IsZero() {
 		return msg + "; the call needs more than the whole allowance, so no window will admit it"
-	case a.Calendar != "":
-		return msg + fmt.Sprintf("; resets at %s (%s)", s.ResetAt.UTC().Format(time.RFC3339),
-			s.ResetAt.In(a.location()).Format("2006-01-02 15:04 MST"))
 	}
-	return msg + fmt.Sprintf("; room again at %s", s.ResetAt.UTC().Format(time.RFC3339))
+	// Refused by its deadline, not by the allowance: one that refuses says so by itself.
+	deadline := a.OnSpent != OnSpentRefuse && deadlineFirst(s.Deadline, s.ResetAt)
+	if a.Calendar != "" {
+		msg += "; resets at " + a.instant(s.ResetAt)
+		if deadline {
+			msg += "; the call's deadline, " + a.instant(s.Deadline) + ", comes before the reset"
+		}
+		return msg
+	}
+	msg += "; room again at " + s.ResetAt.UTC().Format(time.RFC3339)
+	if deadline {
+		msg += "; the call's deadline, " + s.Deadline.UTC().Format(time.RFC3339) + ", comes before then"
+	}
+	return msg
+}
+
+// instant writes t in UTC and in a's zone: "2026-03-08T08:00:00Z (2026-03-08 00:00 PST)".
+func (a Allowance) instant(t time.Time) string {
+	return t.UTC().Format(time.RFC3339) + " (" + t.In(a.location()).Format("2006-01-02 15:04 MST") + ")"
 }

@@ -125,7 +125,9 @@ func TestDecideClaim_Allowances(t *testing.T) {
 		require.Len(t, d.Refused, 1)
 		require.Equal(t, int64(2), d.Refused[0].ID)
 		require.Equal(t, utc(t, "2026-03-08T08:00:00Z"), d.Refused[0].Spent.ResetAt)
-		require.Contains(t, d.Refused[0].Spent.Error(), "resets at 2026-03-08T08:00:00Z (2026-03-08 00:00 PST)")
+		require.Equal(t, "allowance requests=1/day@America/Los_Angeles spent: used 1 request of 1 request, the call needs 1 request; "+
+			"resets at 2026-03-08T08:00:00Z (2026-03-08 00:00 PST); the call's deadline, 2026-03-08T00:00:00Z (2026-03-07 16:00 PST), "+
+			"comes before the reset", d.Refused[0].Spent.Error(), "the refusal says the deadline is why")
 		require.Equal(t, waitsFor("k", throttle.ReasonAllowance, 3), d.Waits)
 	})
 
@@ -211,8 +213,8 @@ func TestDecideClaim_AllowanceWithATicketInFlight(t *testing.T) {
 			require.Equal(t, throttle.ReasonNone, d.Blocked)
 			require.Len(t, d.Refused, 1)
 			require.Equal(t, int64(2), d.Refused[0].ID)
-			wantSpent.Refundable = 0
-			require.Equal(t, wantSpent, d.Refused[0].Spent)
+			wantSpent.Refundable, wantSpent.Deadline = 0, tc.deadline
+			require.Equal(t, wantSpent, d.Refused[0].Spent, "the refusal keeps the ticket's deadline")
 
 			// Released having used 100: 700 came back, and the ticket is admitted.
 			d = decide(t, page(release(100)))
@@ -247,26 +249,37 @@ func TestExplain_Allowances(t *testing.T) {
 	refuse.Allowances = throttle.Allowances{wait.Allowances[0]}
 	refuse.Allowances[0].OnSpent = throttle.OnSpentRefuse
 	for _, tc := range []struct {
-		name    string
-		limit   throttle.Limit
-		refused bool
-	}{{"Wait", wait, false}, {"Refuse", refuse, true}} {
+		name     string
+		limit    throttle.Limit
+		deadline time.Time
+		refused  string
+	}{
+		{"Wait", wait, time.Time{}, ""},
+		{"Refuse", refuse, time.Time{}, "the next claim refuses it: allowance requests=1/day spent: used 1 request of 1 request, the call needs 1 request; " +
+			"resets at 2026-03-08T00:00:00Z (2026-03-08 00:00 UTC)"},
+		{"RefuseDeadlineBeforeTheReset", refuse, noon.Add(time.Hour), "the next claim refuses it: allowance requests=1/day spent: used 1 request of 1 request, " +
+			"the call needs 1 request; resets at 2026-03-08T00:00:00Z (2026-03-08 00:00 UTC)"},
+		{"WaitDeadlineBeforeTheReset", wait, noon.Add(time.Hour), "the next claim refuses it: allowance requests=1/day spent: used 1 request of 1 request, " +
+			"the call needs 1 request; resets at 2026-03-08T00:00:00Z (2026-03-08 00:00 UTC); " +
+			"the call's deadline, 2026-03-07T13:00:00Z (2026-03-07 13:00 UTC), comes before the reset"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.limit.AdmitSpend(throttle.State{}, noon, throttle.Spend{})
-			e := throttle.Explain(throttle.ExplainInput{Ticket: cand(1, "plan"), Now: noon,
+			c := cand(1, "plan")
+			c.Deadline = tc.deadline
+			e := throttle.Explain(throttle.ExplainInput{Ticket: c, Now: noon,
 				Limits: map[string]throttle.LimitState{"plan": {Limit: tc.limit, State: s}}})
 			require.Equal(t, "allowance", e.WaitsFor)
 			require.NotNil(t, e.Limits[0].Spent)
 			require.Equal(t, int64(1), e.Limits[0].Spent.Used)
-			if !tc.refused {
+			if tc.refused == "" {
 				require.Nil(t, e.Refused)
 				require.Equal(t, utc(t, "2026-03-08T00:00:00Z"), e.Estimate, "admitted when the day resets")
 				return
 			}
 			require.NotNil(t, e.Refused)
 			require.True(t, e.Estimate.IsZero())
-			require.Equal(t, "the next claim refuses it: allowance requests=1/day spent: used 1 request of 1 request, the call needs 1 request; "+
-				"resets at 2026-03-08T00:00:00Z (2026-03-08 00:00 UTC)", e.Unknown)
+			require.Equal(t, tc.refused, e.Unknown)
 		})
 	}
 }

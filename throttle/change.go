@@ -20,15 +20,20 @@ type LimitChange struct {
 	OutputTokenBurst      *float64 `json:"output_token_burst,omitempty"`
 	// Allowances, when not nil, replaces the limit's allowances: an empty list removes them all. An
 	// allowance that keeps its meter and period (Allowance.Key) keeps what its window has counted.
+	// What each does when spent is kept unless said (see OnSpent): one given with a zero OnSpent
+	// takes the OnSpent of the limit's allowance of the same meter and period; a new one (no such
+	// allowance) refuses when every allowance the limit had refuses, and otherwise keeps the zero
+	// OnSpent, which waits. One given with an OnSpent of its own keeps it.
 	Allowances *Allowances `json:"allowances,omitempty"`
 	// OnSpent, when not nil, sets what every allowance of the limit (after Allowances) does when
-	// spent.
+	// spent. Nil keeps what each does.
 	OnSpent *OnSpent `json:"on_spent,omitempty"`
 }
 
 // Apply returns l with c's fields set. The burst of a rate that changes without its burst given is
-// set to 0, which WithDefaults fills in with the new rate's default. Apply does not validate: call
-// WithDefaults and Validate on the result.
+// set to 0, which WithDefaults fills in with the new rate's default; an allowance given without its
+// OnSpent keeps what l's does (LimitChange.Allowances). Apply does not validate: call WithDefaults
+// and Validate on the result.
 func (c LimitChange) Apply(l Limit) Limit {
 	set := func(dst *float64, v *float64) bool {
 		if v == nil || *v == *dst {
@@ -44,9 +49,10 @@ func (c LimitChange) Apply(l Limit) Limit {
 		l.MaxInflightTokens = *c.MaxInflightTokens
 	}
 	if c.Allowances != nil {
+		had := l.Allowances
 		l.Allowances = nil
 		if len(*c.Allowances) > 0 {
-			l.Allowances = append(Allowances(nil), *c.Allowances...)
+			l.Allowances = keptOnSpent(had, *c.Allowances)
 		}
 	}
 	if c.OnSpent != nil && len(l.Allowances) > 0 {
@@ -69,6 +75,31 @@ func (c LimitChange) Apply(l Limit) Limit {
 		}
 	}
 	return l
+}
+
+// keptOnSpent is a copy of given, each allowance whose OnSpent is zero given the OnSpent of had's of
+// the same Key, or, when had has none of that Key, OnSpentRefuse if every allowance of had refuses:
+// an operator who resizes an allowance, or adds one to a plan that refuses, must not find it waiting
+// without having said so.
+func keptOnSpent(had, given Allowances) Allowances {
+	policy := make(map[string]OnSpent, len(had))
+	allRefuse := len(had) > 0
+	for _, a := range had {
+		policy[a.Key()] = a.OnSpent
+		allRefuse = allRefuse && a.OnSpent == OnSpentRefuse
+	}
+	out := append(Allowances(nil), given...)
+	for i, a := range out {
+		if a.OnSpent != "" {
+			continue
+		}
+		if p, ok := policy[a.Key()]; ok {
+			out[i].OnSpent = p
+		} else if allRefuse {
+			out[i].OnSpent = OnSpentRefuse
+		}
+	}
+	return out
 }
 
 // Empty reports whether c changes nothing: every field is nil.

@@ -78,6 +78,57 @@ func TestLimitChange_Apply(t *testing.T) {
 	})
 }
 
+// TestLimitChange_ApplyKeepsOnSpent: allowances given without their OnSpent keep what the limit's
+// did, unless OnSpent is given: one of the same meter and period keeps its own; a new one refuses
+// when every allowance the limit had refuses, and otherwise waits.
+func TestLimitChange_ApplyKeepsOnSpent(t *testing.T) {
+	t.Parallel()
+	refuse, wait := throttle.OnSpentRefuse, throttle.OnSpentWait
+	spec := func(s string, o throttle.OnSpent) throttle.Allowance {
+		a, err := throttle.ParseAllowance(s)
+		require.NoError(t, err)
+		a.OnSpent = o
+		return a
+	}
+	limit := func(as ...throttle.Allowance) throttle.Limit {
+		return throttle.Limit{Key: "plan", Allowances: as}
+	}
+	allRefuse := limit(spec("tokens=100/day", refuse), spec("usd=1.00/day", refuse))
+	mixed := limit(spec("tokens=100/day", refuse), spec("usd=1.00/day", ""))
+	for _, tc := range []struct {
+		name   string
+		cur    throttle.Limit
+		change throttle.LimitChange
+		want   throttle.Limit
+	}{
+		{"ResizedKeepsItsOwn", mixed, throttle.LimitChange{Allowances: &throttle.Allowances{spec("tokens=200/day", ""), spec("usd=2.00/day", "")}},
+			limit(spec("tokens=200/day", refuse), spec("usd=2.00/day", ""))},
+		{"NewOnAKeyThatRefusesRefuses", allRefuse, throttle.LimitChange{Allowances: &throttle.Allowances{spec("requests=5/hour", "")}},
+			limit(spec("requests=5/hour", refuse))},
+		{"NewOnAMixedKeyWaits", mixed, throttle.LimitChange{Allowances: &throttle.Allowances{spec("tokens=100/day", ""), spec("requests=5/hour", "")}},
+			limit(spec("tokens=100/day", refuse), spec("requests=5/hour", ""))},
+		{"NewOnAKeyWithoutAllowancesWaits", limit(), throttle.LimitChange{Allowances: &throttle.Allowances{spec("requests=5/hour", "")}},
+			limit(spec("requests=5/hour", ""))},
+		{"AnotherPeriodIsNew", limit(spec("tokens=100/day", wait)), throttle.LimitChange{Allowances: &throttle.Allowances{spec("tokens=100/week", "")}},
+			limit(spec("tokens=100/week", ""))},
+		{"ItsOwnOnSpentIsKept", allRefuse, throttle.LimitChange{Allowances: &throttle.Allowances{spec("tokens=100/day", wait), spec("requests=5/hour", wait)}},
+			limit(spec("tokens=100/day", wait), spec("requests=5/hour", wait))},
+		{"OnSpentGivenSetsThemAll", allRefuse, throttle.LimitChange{Allowances: &throttle.Allowances{spec("tokens=100/day", ""), spec("requests=5/hour", "")},
+			OnSpent: &wait}, limit(spec("tokens=100/day", wait), spec("requests=5/hour", wait))},
+		{"OnSpentAloneSetsThemAll", mixed, throttle.LimitChange{OnSpent: &refuse}, allRefuse},
+		{"NoneRemovesThem", allRefuse, throttle.LimitChange{Allowances: &throttle.Allowances{}}, limit()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cur := tc.cur
+			cur.Allowances = append(throttle.Allowances(nil), cur.Allowances...)
+			got := tc.change.Apply(cur)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.cur, cur, "Apply leaves the limit it is given as it was")
+		})
+	}
+}
+
 func TestLimitChange_Empty(t *testing.T) {
 	t.Parallel()
 

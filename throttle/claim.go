@@ -293,5 +293,9 @@ func refusal(ls LimitState, c Candidate, now time.Time, d Decision) (Spent, bool
 		return Spent{}, false
 	}
 	sp, ok := ls.Limit.SpentAllowance(ls.State, now, c.spend())
-	return sp, ok && sp.Refuses(c.Deadline)
+	if !ok || !sp.Refuses(c.Deadline) {
+		return Spent{}, false
+	}
+	sp.Deadline = c.Deadline // for its Error to say when the deadline is why
+	return sp, true
 }

@@ -80,7 +80,8 @@
 //	if d := l.CheckSpend(s, now, spend); d.OK() {
 //		s = l.AdmitSpend(s, now, spend)
 //	} else if spent, ok := l.SpentAllowance(s, now, spend); ok && spent.Refuses(deadline) {
-//		return spent // fail the activity with spent.Error()
+//		spent.Deadline = deadline // Error says when it is why
+//		return spent              // fail the activity with spent.Error()
 //	}
 //
 // [PriceTable] turns tokens into the money a money allowance counts.

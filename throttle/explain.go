@@ -167,8 +167,8 @@ type Explanation struct {
 	// it out first.
 	Expires bool `json:"expires,omitempty"`
 	// Refused is the spent allowance for which the next claim refuses the ticket rather than let it
-	// wait (Spent.Refuses): its activity fails with the allowance's error. Estimate is then zero and
-	// Unknown says so.
+	// wait (Spent.Refuses), with the ticket's Deadline: its activity fails with the allowance's error.
+	// Estimate is then zero and Unknown says so.
 	Refused *Spent `json:"refused,omitempty"`
 	// Now is the instant of the explanation.
 	Now time.Time `json:"now"`
@@ -214,7 +214,9 @@ func Explain(in ExplainInput) Explanation {
 		w := explainLimit(k, in, c.spend())
 		e.Limits = append(e.Limits, w)
 		if w.Spent != nil && w.Spent.Refuses(c.Deadline) && e.Refused == nil {
-			e.Refused = w.Spent
+			r := *w.Spent
+			r.Deadline = c.Deadline
+			e.Refused = &r
 		}
 		if w.Unknown != "" && e.Unknown == "" {
 			e.Unknown = k + ": " + w.Unknown

@@ -41,7 +41,8 @@ type AllowanceSpent struct {
 
 // NewAllowanceSpentError is the error an activity refused for limit's spent allowance fails with: a
 // non-retryable temporal.ApplicationError of type ErrTypeAllowanceSpent whose message names the
-// allowance, what was used and when it resets, and whose detail is an AllowanceSpent. Sluice's
+// allowance, what was used and when it resets (and s.Deadline when it is why: throttle.Spent.Error),
+// and whose detail is an AllowanceSpent. Sluice's
 // dispatcher builds it; sluiceactivity re-exports it.
 func NewAllowanceSpentError(limit string, s throttle.Spent) error {
 	a := s.Allowance

@@ -34,13 +34,14 @@ func spendOf(e throttle.Explanation, t pgqueue.Ticket) throttle.Spend {
 	return throttle.Spend{Tokens: e.Cost, Money: t.CostMoney}
 }
 
-// refusedWhy says why a spent allowance refuses the ticket rather than let it wait.
-func refusedWhy(s throttle.Spent, t pgqueue.Ticket) string {
+// refusedWhy says why a spent allowance refuses the ticket rather than let it wait. The refusal's own
+// words (Spent.Error) give the deadline that comes before the reset.
+func refusedWhy(s throttle.Spent) string {
 	switch {
 	case s.Allowance.OnSpent == throttle.OnSpentRefuse:
 		return "the allowance refuses when spent"
 	case s.ResetAt.IsZero():
 		return "no window will admit it"
 	}
-	return "its deadline, " + stamp(t.Deadline) + ", comes before the reset"
+	return "the allowance waits, but not past the call's deadline"
 }

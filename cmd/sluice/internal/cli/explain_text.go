@@ -67,7 +67,7 @@ func explainTicket(w io.Writer, te pgqueue.TicketExplanation) error {
 	}
 	fmt.Fprintln(w, expected(*e))
 	if e.Refused != nil {
-		fmt.Fprintf(w, "it will be refused: %s; the next claim fails its activity (%s)\n", e.Refused.Error(), refusedWhy(*e.Refused, t))
+		fmt.Fprintf(w, "it will be refused: %s; the next claim fails its activity (%s)\n", e.Refused.Error(), refusedWhy(*e.Refused))
 	} else if e.Expires {
 		fmt.Fprintf(w, "it expires first: its deadline, %s, comes before the expected admission; Temporal is expected to time it out\n",
 			until(t.Deadline, e.Now))

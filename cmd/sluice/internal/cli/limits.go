@@ -22,7 +22,8 @@ import (
 var limitFlagNames = strings.NewReplacer(
 	"InputTokensPerMinute", "--itpm", "OutputTokensPerMinute", "--otpm", "InputTokenBurst", "--input-token-burst",
 	"OutputTokenBurst", "--output-token-burst", "MaxInflightTokens", "--max-inflight-tokens", "TokensPerMinute", "--tpm",
-	"TokenBurst", "--token-burst", "RequestsPerSecond", "--rps", "MaxConcurrent", "--max-concurrent", "Burst", "--burst")
+	"TokenBurst", "--token-burst", "RequestsPerSecond", "--rps", "MaxConcurrent", "--max-concurrent", "Burst", "--burst",
+	"Allowances", "--allowance", "OnSpent", "--on-spent")
 
 // inFlagNames is msg, a limit's validation error, with the fields it names after the quoted key
 // written as flags (the key itself is left as it is, whatever it spells).
@@ -108,7 +109,9 @@ type limitFlags struct {
 	ints       map[string]*int64
 	floats     map[string]*float64
 	allowances throttle.Allowances
-	onSpent    throttle.OnSpent
+	// none records --allowance none, which may not come with another --allowance, in either order.
+	none    bool
+	onSpent throttle.OnSpent
 }
 
 func newLimitFlags(fs *flag.FlagSet) *limitFlags {
@@ -154,10 +157,11 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		})
 	}
 	fs.Func("allowance", "a windowed allowance, METER=AMOUNT/PERIOD[@ZONE] (tokens=5000000/day@America/Los_Angeles, "+
-		"usd=5.00/month, requests=1000/24h); repeat for several: they replace the limit's; none removes them all", func(s string) error {
+		"usd=5.00/month, requests=1000/24h); repeat for several: they replace the limit's; none, alone, removes them all. "+
+		"Without --on-spent each keeps what the key's allowance of its meter and period did when spent; a new one refuses if all the key's refuse, else waits", func(s string) error {
 		lf.set["allowance"] = true
 		if strings.TrimSpace(s) == "none" {
-			lf.allowances = throttle.Allowances{}
+			lf.none = true
 			return nil
 		}
 		a, err := throttle.ParseAllowance(s)
@@ -167,7 +171,7 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		lf.allowances = append(lf.allowances, a)
 		return nil
 	})
-	fs.Func("on-spent", "what a ticket does when an allowance is spent: wait (for the reset) or refuse (fail the activity at once)", func(s string) error {
+	fs.Func("on-spent", "what a ticket does when an allowance is spent: wait (for the reset) or refuse (fail the activity at once); sets it for all the key's allowances", func(s string) error {
 		switch o := throttle.OnSpent(s); o {
 		case throttle.OnSpentWait, throttle.OnSpentRefuse:
 			lf.onSpent, lf.set["on-spent"] = o, true
@@ -196,7 +200,7 @@ func (lf *limitFlags) change() throttle.LimitChange {
 		}
 	}
 	if lf.set["allowance"] {
-		c.Allowances = &lf.allowances
+		c.Allowances = &lf.allowances // none alone leaves it empty: no allowances
 	}
 	if lf.set["on-spent"] {
 		c.OnSpent = &lf.onSpent
@@ -214,6 +218,14 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 	}
 	if len(keys) != 1 {
 		return usageErr("limits set takes one KEY, got %d", len(keys))
+	}
+	if lf.none && len(lf.allowances) > 0 {
+		specs := make([]string, len(lf.allowances))
+		for i, a := range lf.allowances {
+			specs[i] = a.String()
+		}
+		return usageErr("limits set %s: --allowance none removes every allowance, so it cannot be given with another (%s): give none alone, or the allowances to keep",
+			keys[0], strings.Join(specs, ", "))
 	}
 	if len(lf.set) == 0 {
 		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --itpm, --input-token-burst, --otpm, --output-token-burst, --max-inflight-tokens, --allowance, --on-spent", keys[0])

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/throttle"
 )
 
 // runLimitsHistory prints who changed a key's limit, when, and from what to what: pgqueue's
@@ -59,7 +60,9 @@ func runLimitsHistory(ctx context.Context, r *runner, args []string) error {
 
 // historyTable prints one line per change: when, the kind, who, and each field changed as
 // "field: before → after", where none is 0: no limit of that kind, nothing learned, or no limit at
-// all before a key was created and after it was deleted.
+// all before a key was created and after it was deleted. An allowance changed is
+// "allowances: before → after", each side in the operators' syntax with what it does when spent, or
+// none where it was added or removed.
 func historyTable(w io.Writer, h []pgqueue.LimitRecord) error {
 	if len(h) == 0 {
 		_, err := fmt.Fprintln(w, "no changes recorded")
@@ -70,6 +73,10 @@ func historyTable(w io.Writer, h []pgqueue.LimitRecord) error {
 	for _, c := range h {
 		changes := make([]string, len(c.Changed))
 		for i, f := range c.Changed {
+			if f.BeforeAllowance != nil || f.AfterAllowance != nil {
+				changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, historyAllowance(f.BeforeAllowance), historyAllowance(f.AfterAllowance))
+				continue
+			}
 			changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, historyFigure(f.Before), historyFigure(f.After))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.At.UTC().Format("2006-01-02 15:04:05 UTC"), c.Kind, shown(c.Who),
@@ -84,6 +91,15 @@ func historyFigure(v float64) string {
 		return "none"
 	}
 	return num(v)
+}
+
+// historyAllowance is an allowance of the history with what it does when spent,
+// "tokens=50000/day (refuse)", or "none" for nil.
+func historyAllowance(a *throttle.Allowance) string {
+	if a == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s (%s)", a, cmp.Or(a.OnSpent, throttle.OnSpentWait))
 }
 
 // operator is who runs the command: Env.Operator, else "user@host" from the OS.

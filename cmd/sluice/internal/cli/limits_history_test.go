@@ -78,6 +78,48 @@ func TestCLI_LimitsHistory(t *testing.T) {
 	}
 }
 
+// limits history lists the allowances added, removed and resized, and the changes of what they do
+// when spent, in the table and in the JSON's changed.
+func TestCLI_LimitsHistoryAllowances(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	code, _, errOut := f.runAs("alice@laptop", "limits", "set", "plan:free", "--create", "--allowance", "tokens=50000/day@America/Los_Angeles",
+		"--allowance", "usd=0.50/day@America/Los_Angeles", "--on-spent", "refuse")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	code, _, errOut = f.runAs("alice@laptop", "limits", "set", "plan:free", "--allowance", "tokens=70000/day@America/Los_Angeles",
+		"--allowance", "requests=100/hour", "--on-spent", "wait")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	code, _, errOut = f.runAs("alice@laptop", "limits", "set", "plan:free", "--on-spent", "refuse")
+	require.Equal(t, cli.ExitOK, code, errOut)
+
+	code, out, errOut := f.run(t, "limits", "history", "plan:free")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	t.Logf("sluice limits history plan:free\n%s", out)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 4, "a header and three changes")
+	for i, want := range []string{
+		"allowances: none → tokens=50000/day@America/Los_Angeles (refuse), allowances: none → usd=0.50/day@America/Los_Angeles (refuse)",
+		"allowances: tokens=50000/day@America/Los_Angeles (refuse) → tokens=70000/day@America/Los_Angeles (wait), " +
+			"allowances: usd=0.50/day@America/Los_Angeles (refuse) → none, allowances: none → requests=100/hour (wait)",
+		"allowances: tokens=70000/day@America/Los_Angeles (wait) → tokens=70000/day@America/Los_Angeles (refuse), " +
+			"allowances: requests=100/hour (wait) → requests=100/hour (refuse)",
+	} {
+		require.True(t, strings.HasSuffix(lines[i+1], "  "+want), "change %d: %s", i+1, lines[i+1])
+	}
+
+	code, out, errOut = f.run(t, "limits", "history", "plan:free", "--json")
+	require.Equal(t, cli.ExitOK, code, errOut)
+	var got []pgqueue.LimitRecord
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	require.Len(t, got, 3)
+	for i, n := range []int{2, 3, 2} {
+		require.Len(t, got[i].Changed, n, "change %d: %s", i+1, out)
+	}
+	require.Contains(t, out, `"changed":[{"field":"allowances","before":50000,"after":70000,"before_allowance":{"meter":"tokens","amount":50000,`+
+		`"calendar":"day","zone":"America/Los_Angeles","on_spent":"refuse"},"after_allowance":{"meter":"tokens","amount":70000,"calendar":"day",`+
+		`"zone":"America/Los_Angeles","on_spent":"wait"}}`)
+}
+
 // The usage names limits history and its flags.
 func TestCLI_UsageNamesLimitsHistory(t *testing.T) {
 	t.Parallel()
