@@ -1,7 +1,6 @@
 package sim_test
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -47,29 +46,36 @@ func endsTx(rt faultproxy.RoundTrip) bool {
 	return rt.Commits() || len(rt.Tx) == 0
 }
 
-// faultyApp is the application_name of the connections through the fault proxy.
+// faultyApp is the application_name of the connections through the fault proxy (to tell them apart
+// in pg_stat_activity).
 const faultyApp = "sluice-sim-faulty"
 
 // faulted fails the run unless err is the fault's doing: an error with no fault fired is a real one.
-// It then ends the transaction a dropped connection may have left open on the server (a COMMIT lost
-// before it was sent), as the server does when it notices the connection closed, and waits for that
-// backend's end: until then its row locks would make the next claim skip a line, which the stall
-// check would take for a stall.
+// It then waits until the transaction a dropped connection may have left open on the server (a COMMIT
+// lost before it was sent) has ended, as it does once the server notices the connection closed: until
+// then its row locks would make the next claim skip a line, which the stall check would take for a
+// stall. It waits by taking those locks itself.
 func (r *run) faulted(what string, fault *faultproxy.Fault, err error) {
+	// The proxy marks the fault fired as it drops the connection, which the client may hear first:
+	// wait for the mark (a minute is an outer bound; it comes at once).
 	select {
 	case <-fault.Fired():
 		global.addLost(what)
-	default:
+	case <-time.After(time.Minute):
 		r.fail("%s through the fault proxy failed, and no fault fired: %v", what, err)
 	}
-	rows, err := r.env.admin.Query(r.ctx, `SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity
-		WHERE application_name = $1 AND xact_start IS NOT NULL`, faultyApp)
+	s := pgx.Identifier{r.env.schema}.Sanitize()
+	err = pgx.BeginFunc(r.ctx, r.env.admin, func(tx pgx.Tx) error {
+		for _, stmt := range []string{`SET LOCAL lock_timeout = '1min'`, `SELECT 1 FROM ` + s + `.sluice_limit FOR UPDATE`,
+			`SELECT 1 FROM ` + s + `.sluice_ticket FOR UPDATE`} {
+			if _, err := tx.Exec(r.ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		r.fail("end the dropped connection's transaction: %v", err)
-	}
-	ended, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	if err != nil || slices.Contains(ended, false) {
-		r.fail("end the dropped connection's transaction: still open a minute later (%v)", err)
+		r.fail("wait for the dropped connection's transaction to end: %v", err)
 	}
 }
 
