@@ -150,7 +150,9 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request, body []byte)
 	writeJSON(w, http.StatusOK, l)
 }
 
-// PauseRequest is POST api/pause: stop admissions on Key for Seconds.
+// PauseRequest is POST api/pause: stop admissions on Key for Seconds from now, exactly, as an operator
+// means it: a pause in force, a provider's included, is shortened or extended to it
+// (pgqueue.Queue.SetPause).
 type PauseRequest struct {
 	Key     string  `json:"key"`
 	Seconds float64 `json:"seconds"`
@@ -174,7 +176,7 @@ func (h *handler) pause(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	until := st[0].Now.Add(time.Duration(p.Seconds * float64(time.Second)))
-	if err := h.q.Pause(ctx, p.Key, until); err != nil {
+	if err := h.q.SetPause(ctx, p.Key, until); err != nil {
 		h.failKey(w, err)
 		return
 	}

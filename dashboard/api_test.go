@@ -220,6 +220,13 @@ func TestDashboard_Writes(t *testing.T) {
 	st, err = l.q.Status(ctx, "openai")
 	require.NoError(t, err)
 	require.WithinDuration(t, st[0].Now.Add(10*time.Minute), st[0].State.PausedUntil, time.Minute)
+	// An operator's pause is set as given: a provider's longer pause is shortened to it.
+	require.NoError(t, l.q.Pause(ctx, "openai", st[0].Now.Add(18*time.Minute)))
+	code, body = post(t, rw+"api/pause", `{"key":"openai","seconds":60}`, good)
+	require.Equal(t, http.StatusOK, code, body)
+	st, err = l.q.Status(ctx, "openai")
+	require.NoError(t, err)
+	require.WithinDuration(t, st[0].Now.Add(time.Minute), st[0].State.PausedUntil, 30*time.Second, "shortened from 18 minutes to 1")
 	code, body = post(t, rw+"api/resume", `{"key":"openai"}`, good)
 	require.Equal(t, http.StatusOK, code, body)
 	st, err = l.q.Status(ctx, "openai")

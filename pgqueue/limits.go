@@ -151,6 +151,30 @@ func (q *Queue) Pause(ctx context.Context, key string, until time.Time) error {
 	return nil
 }
 
+// SetPause sets key's pause to exactly until, on every replica: an operator's pause, which shortens
+// a pause in force (a provider's 429 included) as readily as it extends it, where Pause keeps the
+// later of the two. An until not after now (the queue's clock) lifts the pause, as Resume does. Either
+// way it wakes the claimers, so that a pause shortened or lifted lets the work it held in at once.
+// The sluice command's pause and the dashboard's call it; the plugin's 429 path calls Pause, so that
+// one provider's pause is never shortened by another's. An unknown key is an error wrapping
+// ErrUnknownLimit. It is safe for concurrent use.
+func (q *Queue) SetPause(ctx context.Context, key string, until time.Time) error {
+	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit
+		SET paused_until = CASE WHEN $2 > coalesce($3::timestamptz, statement_timestamp()) THEN $2::timestamptz END,
+			updated_at = now()
+		WHERE key = $1`), key, until, q.nowArg())
+	if err != nil {
+		return fmt.Errorf("sluice: set pause of limit %q to %s: %w", key, until.Format(time.RFC3339Nano), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %q", ErrUnknownLimit, key)
+	}
+	if err := q.notify(ctx, q.pool, kindWork, ""); err != nil {
+		return fmt.Errorf("sluice: set pause of limit %q: wake the claimers: %w", key, err)
+	}
+	return nil
+}
+
 // Resume lifts key's pause at once, on every replica, whatever set it (Pause, or a provider's 429).
 func (q *Queue) Resume(ctx context.Context, key string) error {
 	tag, err := q.pool.Exec(ctx, q.s(`UPDATE {s}.sluice_limit SET paused_until = NULL, updated_at = now() WHERE key = $1`), key)

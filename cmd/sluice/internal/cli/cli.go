@@ -82,7 +82,7 @@ func commands() []command {
 	return []command{
 		{"status", "[KEY...] [--watch D]", "how each limit stands: tickets, in-flight tokens, limits set and learned, use over the last minute, pause, oldest wait, why the line's head waits", runStatus},
 		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--allowance SPEC]... [--on-spent wait|refuse] [--create] | history KEY [--since D] [--max N]", "read or change limits, on every replica at its next admission; history: who changed KEY's limit, when, from what to what", runLimits},
-		{"pause", "KEY --for D", "stop admissions on KEY for D (running activities go on)", runPause},
+		{"pause", "KEY --for D | --until TIME", "stop admissions on KEY for D, or until TIME (RFC 3339), exactly: a pause in force is shortened or extended to it (running activities go on)", runPause},
 		{"resume", "KEY", "lift KEY's pause at once", runResume},
 		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
 		{"explain", "TICKET_ID | --workflow ID [--activity ID] [--namespace NS] [--max N] [--watch D]", "why a queued ticket waits, limit by limit, and when it is expected to be admitted; by --workflow, each of its tickets, newest first", runExplain},

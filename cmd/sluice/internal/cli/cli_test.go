@@ -181,7 +181,7 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"serve", "--window", "2h"}, cli.ExitUsage, "--window must be from --step (10s) to 1h0m0s, got 2h0m0s"},
 		{[]string{"serve", "--refresh", "1ms"}, cli.ExitUsage, "--refresh must be at least 100ms, got 1ms"},
 		{[]string{"serve", "--temporal-ui", "http://localhost:8233/{workflow}"}, cli.ExitUsage, "--temporal-ui has an unknown placeholder {workflow}"},
-		{[]string{"pause", "openai"}, cli.ExitUsage, "--for must be a duration"},
+		{[]string{"pause", "openai"}, cli.ExitUsage, "give --for D (e.g. 10m) or --until TIME"},
 		{[]string{"pause", "openai", "--for", "-5m"}, cli.ExitUsage, "got -5m0s"},
 		{[]string{"pause", "nope", "--for", "1m"}, cli.ExitNotFound, `"nope"`},
 		{[]string{"resume", "nope"}, cli.ExitNotFound, `"nope"`},

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -247,56 +246,6 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		return err
 	}
 	return r.printLimits(ctx, keys[:1])
-}
-
-func runPause(ctx context.Context, r *runner, args []string) error {
-	fs := r.flagSet("pause")
-	d := durationFlag(fs, "for", 0, "how long (e.g. 10m)")
-	keys, err := r.parse(fs, "pause", args)
-	if err != nil {
-		return err
-	}
-	if len(keys) != 1 {
-		return usageErr("pause takes one KEY, got %d", len(keys))
-	}
-	if *d <= 0 || *d > 366*24*time.Hour {
-		return usageErr("pause %s: --for must be a duration from 1ns to 8784h (e.g. 10m), got %v", keys[0], *d)
-	}
-	if err := r.connect(ctx, false); err != nil {
-		return err
-	}
-	now, err := r.dbNow(ctx)
-	if err != nil {
-		return err
-	}
-	if err := r.q.Pause(ctx, keys[0], now.Add(*d)); err != nil {
-		return keyErr(err)
-	}
-	return r.printStatus(ctx, keys, 0)
-}
-
-func runResume(ctx context.Context, r *runner, args []string) error {
-	keys, err := r.parse(r.flagSet("resume"), "resume", args)
-	if err != nil {
-		return err
-	}
-	if len(keys) != 1 {
-		return usageErr("resume takes one KEY, got %d", len(keys))
-	}
-	if err := r.connect(ctx, false); err != nil {
-		return err
-	}
-	if err := r.q.Resume(ctx, keys[0]); err != nil {
-		return keyErr(err)
-	}
-	return r.printStatus(ctx, keys, 0)
-}
-
-// dbNow is the database's clock: pauses are instants on it, whatever this machine's clock says.
-func (r *runner) dbNow(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	err := r.pool.QueryRow(ctx, `SELECT statement_timestamp()`).Scan(&now)
-	return now, err
 }
 
 // allowancesTable prints, under a table of limits and only when one of them has allowances, each
