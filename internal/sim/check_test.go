@@ -233,22 +233,35 @@ func closeTo(a, b float64) bool {
 }
 
 // drain ends the run: every replica's tickets are handed back or run, windows reset and pauses lift,
-// until nothing is left in flight or in line. A ticket that stays queued is a stall.
+// until nothing is left in flight or in line. Rounds in which nothing moves, with tickets open, are a
+// stall.
 func (r *run) drain() {
 	r.clock.add(leaseTTL + time.Second)
 	r.renew()
 	r.handBack(r.reps[len(r.reps)-1])
+	// A round may admit as little as one ticket (a rate with a burst of 1 admits one per claim), so a
+	// stall is rounds in a row in which nothing moved: no ticket ended, none was admitted.
+	still, lastOpen, lastAdmissions := 0, -1, -1
 	for round := 0; ; round++ {
-		open := 0
+		open, admissions := 0, 0
 		for _, t := range r.m.Tickets {
 			if t.State == sim.Queued || t.State == sim.Admitted || t.State == sim.Running {
 				open++
+			}
+			if !t.AdmittedAt.IsZero() {
+				admissions++
 			}
 		}
 		if open == 0 {
 			break
 		}
-		if round == 30 {
+		if open == lastOpen && admissions == lastAdmissions {
+			still++
+		} else {
+			still = 0
+		}
+		lastOpen, lastAdmissions = open, admissions
+		if still == 3 {
 			var b strings.Builder
 			for _, t := range r.m.Tickets {
 				if t.State == sim.Queued || t.State == sim.Admitted || t.State == sim.Running {
@@ -257,7 +270,7 @@ func (r *run) drain() {
 						t.Index, t.ID, t.State, t.Owner, t.Keys, t.Cost, t.Money, t.Deadline, ref.Key, ref.Reason)
 				}
 			}
-			r.fail("drain: %d tickets still open after %d rounds of claims:%s", open, round, b.String())
+			r.fail("drain: %d tickets still open, nothing moved in the last 3 of %d rounds of claims:%s", open, round, b.String())
 		}
 		for _, key := range allKeys {
 			if err := r.reps[0].q.Resume(r.ctx, key); err != nil {

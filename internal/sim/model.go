@@ -140,6 +140,16 @@ func (m *Model) Pause(key string, until time.Time) { k := m.Keys[key]; k.State =
 // Resume lifts key's pause.
 func (m *Model) Resume(key string) { m.Keys[key].State.PausedUntil = time.Time{} }
 
+// SetPause sets key's pause to exactly until, as an operator does (pgqueue.Queue.SetPause): shorter
+// or longer than the pause in force; an until not after now lifts it.
+func (m *Model) SetPause(key string, until, now time.Time) {
+	if !until.After(now) {
+		m.Resume(key)
+		return
+	}
+	m.Keys[key].State.PausedUntil = until
+}
+
 // state is the state of allowance a of k, created empty.
 func (k *Key) state(a throttle.Allowance) *allowance {
 	st := k.allow[a.Key()]

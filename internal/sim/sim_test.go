@@ -318,7 +318,7 @@ var ops = []string{
 	"cancel", "requeue429",
 	"tick", "tick", "tick", "tick",
 	"change", "change", "resize",
-	"pause", "resume",
+	"pause", "resume", "setpause",
 	"kill", "handback",
 	"deliver", "retry",
 	"prune",
@@ -355,6 +355,13 @@ func (r *run) step() {
 			r.fail("pause: %v", err)
 		}
 		r.m.Pause(key, until)
+	case "setpause":
+		key := rapid.SampledFrom(allKeys).Draw(r.t, "key")
+		until := r.now().Add(rapid.SampledFrom([]time.Duration{0, time.Second, time.Minute, time.Hour}).Draw(r.t, "set_pause_for"))
+		if err := r.reps[0].q.SetPause(r.ctx, key, until); err != nil {
+			r.fail("set pause: %v", err)
+		}
+		r.m.SetPause(key, until, r.now())
 	case "resume":
 		key := rapid.SampledFrom(allKeys).Draw(r.t, "key")
 		if err := r.reps[0].q.Resume(r.ctx, key); err != nil {
