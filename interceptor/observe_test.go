@@ -201,6 +201,10 @@ func TestPlugin_TracingAcrossReplicas(t *testing.T) {
 	activitySpan.End()
 	other, err := pgqueue.New(e.pool, pgqueue.Options{Schema: e.schema}) // another process's engine
 	require.NoError(t, err)
+	// The other process is alive: its lease is held, or the plugin's hand-back would return its
+	// ticket to Temporal before a claim admits it (as it did on a loaded machine).
+	_, err = other.RenewLease(ctx, "another-process", time.Hour)
+	require.NoError(t, err)
 	_, err = other.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"svc"}, Owner: "another-process", Cost: 7, TraceContext: c["traceparent"]})
 	require.NoError(t, err)
 
