@@ -48,7 +48,7 @@ func endsTx(rt faultproxy.RoundTrip) bool {
 
 // faultyApp is the application_name of the connections through the fault proxy (to tell them apart
 // in pg_stat_activity).
-const faultyApp = "sluice-sim-faulty"
+const faultyApp = "sluice-sim-through-proxy"
 
 // faulted fails the run unless err is the fault's doing: an error with no fault fired is a real one.
 // It then waits until the transaction a dropped connection may have left open on the server (a COMMIT
