@@ -28,6 +28,26 @@ func (r *run) check() {
 	r.checkRunTimes()
 }
 
+// eachRow reads the rows of query into dest and calls row after each. A failure to read ends the
+// run, naming what was read; the rows are closed however the run ends (a failure is a Goexit, and the
+// connection must go back to the pool).
+func (r *run) eachRow(what, query string, args, dest []any, row func()) {
+	rows, err := r.env.admin.Query(r.ctx, query, args...)
+	if err != nil {
+		r.fail("read %s: %v", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			r.fail("read %s: %v", what, err)
+		}
+		row()
+	}
+	if err := rows.Err(); err != nil {
+		r.fail("read %s: %v", what, err)
+	}
+}
+
 // runAt is a run time recorded for a key: when the run ended (Unix microseconds) and how long it ran
 // (milliseconds).
 type runAt struct {
@@ -51,25 +71,14 @@ func (r *run) ranFor(t *sim.Ticket) {
 // checkRunTimes holds sluice_run_time against the completions: each completed run's time on each of
 // its keys is there once, and nothing else is; rows older than the hour kept may have been pruned.
 func (r *run) checkRunTimes() {
-	rows, err := r.env.admin.Query(r.ctx, `SELECT key, ended_at, m FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
-		`.sluice_run_time, unnest(run_ms) AS m`)
-	if err != nil {
-		r.fail("read run times: %v", err)
-	}
-	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
 	got := map[runAt]int{}
-	for rows.Next() {
-		var at runAt
-		var ended time.Time
-		if err := rows.Scan(&at.key, &ended, &at.ms); err != nil {
-			r.fail("read run times: %v", err)
-		}
-		at.ended = ended.UnixMicro()
-		got[at]++
-	}
-	if err := rows.Err(); err != nil {
-		r.fail("read run times: %v", err)
-	}
+	var at runAt
+	var ended time.Time
+	r.eachRow("run times", `SELECT key, ended_at, m FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_run_time, unnest(run_ms) AS m`,
+		nil, []any{&at.key, &ended, &at.ms}, func() {
+			at.ended = ended.UnixMicro()
+			got[at]++
+		})
 	kept := r.now().Add(-pgqueue.UsageHistory).UnixMicro()
 	for at, n := range got {
 		if n > r.runTimes[at] {
@@ -99,30 +108,20 @@ type drawn struct{ requests, tokens, input int64 }
 // add up to what they reserved (tokens + returned = reserved, of input too). Rows older than the
 // history's retention may have been pruned; younger ones must all be there.
 func (r *run) checkUsage() {
-	rows, err := r.env.admin.Query(r.ctx, `SELECT key, extract(epoch FROM second)::bigint, requests, tokens, input_tokens,
-		returned_input, returned_output FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_usage`)
-	if err != nil {
-		r.fail("read usage: %v", err)
-	}
-	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
 	seen := map[usageAt]bool{}
-	for rows.Next() {
-		var at usageAt
-		var requests, tokens, input, retIn, retOut int64
-		if err := rows.Scan(&at.key, &at.second, &requests, &tokens, &input, &retIn, &retOut); err != nil {
-			r.fail("read usage: %v", err)
-		}
-		seen[at] = true
-		want := r.drawn[at]
-		if requests != want.requests || tokens+retIn+retOut != want.tokens || input+retIn != want.input {
-			r.fail("usage of %q at %s: %d requests, %d tokens (%d of input) with %d and %d given back, where the admissions "+
-				"drew %d requests and %d tokens (%d of input)", at.key, time.Unix(at.second, 0).UTC().Format(time.RFC3339),
-				requests, tokens, input, retIn, retOut, want.requests, want.tokens, want.input)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		r.fail("read usage: %v", err)
-	}
+	var at usageAt
+	var requests, tokens, input, retIn, retOut int64
+	r.eachRow("usage", `SELECT key, extract(epoch FROM second)::bigint, requests, tokens, input_tokens, returned_input, returned_output
+		FROM `+pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_usage`, nil,
+		[]any{&at.key, &at.second, &requests, &tokens, &input, &retIn, &retOut}, func() {
+			seen[at] = true
+			want := r.drawn[at]
+			if requests != want.requests || tokens+retIn+retOut != want.tokens || input+retIn != want.input {
+				r.fail("usage of %q at %s: %d requests, %d tokens (%d of input) with %d and %d given back, where the admissions "+
+					"drew %d requests and %d tokens (%d of input)", at.key, time.Unix(at.second, 0).UTC().Format(time.RFC3339),
+					requests, tokens, input, retIn, retOut, want.requests, want.tokens, want.input)
+			}
+		})
 	kept := r.now().Add(-pgqueue.UsageHistory).Unix()
 	for at, d := range r.drawn {
 		if !seen[at] && at.second > kept && d.requests > 0 {

@@ -94,24 +94,11 @@ func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
 	for i, p := range ps {
 		acts[i] = p.ActivityID
 	}
-	rows, err := r.env.admin.Query(r.ctx, `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
-		`.sluice_ticket WHERE activity_id = ANY($1)`, acts)
-	if err != nil {
-		r.fail("read tickets: %v", err)
-	}
-	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
 	ids := map[string]int64{}
-	for rows.Next() {
-		var act string
-		var id int64
-		if err := rows.Scan(&act, &id); err != nil {
-			r.fail("read tickets: %v", err)
-		}
-		ids[act] = id
-	}
-	if err := rows.Err(); err != nil {
-		r.fail("read tickets: %v", err)
-	}
+	var act string
+	var id int64
+	r.eachRow("tickets", `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket WHERE activity_id = ANY($1)`, []any{acts}, []any{&act, &id}, func() { ids[act] = id })
 	if len(ids) != 0 && len(ids) != len(ps) {
 		r.fail("an enqueue of %d tickets whose answer was lost wrote %d of them", len(ps), len(ids))
 	}
@@ -145,12 +132,6 @@ func (r *run) lostClaim(rep *replica, fault *faultproxy.Fault) {
 // queues only claim through every line, so their line cursor never moves from the first), and in each
 // line in line order (admission leaves priority, vstart and seq as they were).
 func (r *run) learnClaim() pgqueue.ClaimResult {
-	rows, err := r.env.admin.Query(r.ctx, `SELECT id, state, coalesce(outcome_kind, ''), admitted_at FROM `+
-		pgx.Identifier{r.env.schema}.Sanitize()+`.sluice_ticket ORDER BY line_key, priority, vstart, seq`)
-	if err != nil {
-		r.fail("read tickets: %v", err)
-	}
-	defer rows.Close() // a failure below ends the run (Goexit): the connection must go back
 	type row struct {
 		state    pgqueue.TicketState
 		outcome  string
@@ -158,21 +139,17 @@ func (r *run) learnClaim() pgqueue.ClaimResult {
 	}
 	got := map[int64]row{}
 	var order []int64
-	for rows.Next() {
-		var x row
-		var at *time.Time
-		if err := rows.Scan(&x.admitted.ID, &x.state, &x.outcome, &at); err != nil {
-			r.fail("read tickets: %v", err)
-		}
+	var x row
+	var at *time.Time
+	r.eachRow("tickets", `SELECT id, state, coalesce(outcome_kind, ''), admitted_at FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket ORDER BY line_key, priority, vstart, seq`, nil, []any{&x.admitted.ID, &x.state, &x.outcome, &at}, func() {
+		x.admitted.AdmittedAt = time.Time{}
 		if at != nil {
 			x.admitted.AdmittedAt = at.UTC()
 		}
 		got[x.admitted.ID] = x
 		order = append(order, x.admitted.ID)
-	}
-	if err := rows.Err(); err != nil {
-		r.fail("read tickets: %v", err)
-	}
+	})
 	var res pgqueue.ClaimResult
 	for _, t := range r.m.Tickets {
 		if t.State != sim.Queued {
