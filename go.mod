@@ -2,6 +2,10 @@ module github.com/sluicehq/sluice
 
 go 1.26.0
 
+// The TypeScript client's npm dependencies (clients/typescript: npm ci) hold Go files of their
+// own, which ./... must not match.
+ignore node_modules
+
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
 	github.com/chromedp/chromedp v0.23.1

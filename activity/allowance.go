@@ -16,20 +16,17 @@ import (
 // AsAllowanceSpent, or by comparing temporal.ApplicationError's Type.
 const ErrTypeAllowanceSpent = admission.ErrTypeAllowanceSpent
 
-// AllowanceSpent is the detail of an ErrTypeAllowanceSpent error: which allowance of which limit
-// (Limit, Allowance in the operators' syntax, Meter, Currency), what it had counted in its window
-// (Used), what it allows (Amount) and what the refused call needed (Needs), money in micro-units;
-// and when it has room again (ResetAt: a calendar window's end, zero when never), with the window's
-// bounds (zero for a rolling allowance).
-type AllowanceSpent = admission.AllowanceSpent
+// AllowanceSpent is the detail of an ErrTypeAllowanceSpent error: throttle.Refusal (see there), the
+// limit and its spent allowance, and when it has room again.
+type AllowanceSpent = throttle.Refusal
 
 // NewAllowanceSpentError is the error an activity refused for limit's spent allowance fails with: a
 // non-retryable temporal.ApplicationError of type ErrTypeAllowanceSpent whose message names the
 // allowance, what was used and when it resets (and s.Deadline when it is why: throttle.Spent.Error),
-// and whose detail is an AllowanceSpent. Sluice's
-// dispatcher builds it; it is exported for tests and for activities that refuse work themselves.
+// and whose detail is the AllowanceSpent {Limit: limit, Spent: s}. Sluice's dispatcher builds it; it
+// is exported for tests and for activities that refuse work themselves.
 func NewAllowanceSpentError(limit string, s throttle.Spent) error {
-	return admission.NewAllowanceSpentError(limit, s)
+	return admission.NewAllowanceSpentError(throttle.Refusal{Limit: limit, Spent: s})
 }
 
 // AsAllowanceSpent reports whether err (an activity's error, as a workflow receives it) is a refusal

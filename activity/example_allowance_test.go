@@ -20,7 +20,7 @@ func ExampleAsAllowanceSpent() {
 	err := sluiceactivity.NewAllowanceSpentError("tenant:team", throttle.Spent{Allowance: a, Used: 4_950_000, Needs: 85_000, ResetAt: reset})
 
 	if spent, ok := sluiceactivity.AsAllowanceSpent(err); ok {
-		fmt.Printf("%s of %s: %d of %d micro-units used, room again at %s\n", spent.Allowance, spent.Limit, spent.Used, spent.Amount,
+		fmt.Printf("%s of %s: %d of %d micro-units used, room again at %s\n", spent.Allowance, spent.Limit, spent.Used, spent.Allowance.Amount,
 			spent.ResetAt.Format(time.RFC3339))
 	}
 	var appErr *temporal.ApplicationError

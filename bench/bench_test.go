@@ -52,12 +52,23 @@ func requireFleet(t *testing.T, f *fleetResult) {
 	if f.Skipped != "" {
 		testenv.Skip(t, "fleet figure: "+f.Skipped)
 	}
+	require.Equal(t, "on", f.Settings["fsync"], "the fleet runs on a durable cluster")
+	require.Equal(t, "on", f.Settings["synchronous_commit"])
+	require.Equal(t, "on", f.Settings["full_page_writes"])
 	require.Len(t, f.Rows, 2, "2 replicas by 2 lines, and by the tenant caps")
 	for _, row := range f.Rows {
 		require.Len(t, row.Sluice, 1, row.name())
 		require.Len(t, row.River, 1, row.name())
+		require.Len(t, row.River1, 1, "%s: River with one client beside River with two", row.name())
 		s := row.SluiceMedian
 		require.Positive(t, row.Ratio, row.name())
+		require.Positive(t, row.RatioBest, row.name())
+		require.Contains(t, []int{1, 2}, row.RiverBestClients, row.name())
+		require.GreaterOrEqual(t, row.RiverBest.PerSecond, max(row.RiverMedian.PerSecond, row.River1Median.PerSecond), row.name())
+		for _, r := range []fleetRun{s, row.RiverMedian, row.River1Median} {
+			require.Positive(t, r.WALPerTicket, "%s: every drain writes WAL", row.name())
+			require.Positive(t, r.WALEnqueuePerTicket, "%s: every fill writes WAL", row.name())
+		}
 		require.Zero(t, s.FailedClaims+s.FailedTakes, "%s: a claim or take failed: %q", row.name(), s.Errors)
 		require.Positive(t, s.StatementsPerTicket, "the tracer counted the replicas' statements")
 		require.Positive(t, row.RiverMedian.StatementsPerTicket, "the tracer counted the River clients' statements")

@@ -15,7 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // counter counts the statements and transactions a pool sends, alone or pipelined in a batch.
@@ -111,13 +111,13 @@ func newSchemaName(prefix string) string {
 }
 
 // sluiceQueue returns Sluice's engine over a fresh migrated schema.
-func (e *env) sluiceQueue(ctx context.Context) (*pgqueue.Queue, error) {
+func (e *env) sluiceQueue(ctx context.Context) (*store.Queue, error) {
 	schema := newSchemaName("sluice_bench_")
 	e.schemas = append(e.schemas, schema)
-	if _, err := pgqueue.Migrate(ctx, e.pool, pgqueue.MigrateOptions{Schema: schema}); err != nil {
+	if _, err := store.Migrate(ctx, e.pool, store.MigrateOptions{Schema: schema}); err != nil {
 		return nil, err
 	}
-	return pgqueue.New(e.pool, pgqueue.Options{Schema: schema})
+	return store.New(e.pool, store.Options{Schema: schema})
 }
 
 // riverSchema returns a fresh schema with River's tables.

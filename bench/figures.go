@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // pair is one figure measured for Sluice and River side by side.
@@ -128,7 +128,7 @@ func measureClaimLatency(ctx context.Context, e *env, c config, res *results) er
 		var took []float64
 		for range claims {
 			start := time.Now()
-			r, err := q.Claim(ctx, pgqueue.ClaimParams{Max: 10})
+			r, err := q.Claim(ctx, store.ClaimParams{Max: 10})
 			d := time.Since(start)
 			if err != nil {
 				return err

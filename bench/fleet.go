@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"strings"
+	"slices"
 
 	"github.com/sluicehq/sluice/internal/testkit/pgcluster"
 )
@@ -27,6 +27,11 @@ type fleetRun struct {
 	// PgCPUPer1k is the private cluster's CPU seconds (user + system) per 1,000 tickets.
 	PgCPUPer1k  float64    `json:"pg_cpu_seconds_per_1k"`
 	LoadAverage [3]float64 `json:"load_average"`
+	// WALPerTicket is the WAL bytes the run wrote per ticket (pg_current_wal_lsn before and after):
+	// the drain, claims, takes and completions (River: fetches and completions).
+	// WALEnqueuePerTicket is those of the fill before it (EnqueueMany, River's InsertMany).
+	WALPerTicket        float64 `json:"wal_bytes_per_ticket"`
+	WALEnqueuePerTicket float64 `json:"wal_enqueue_bytes_per_ticket"`
 
 	// Sluice only. AdmitP50Ms and AdmitP99Ms: admitted_at - greatest(enqueued_at, start).
 	AdmitP50Ms float64 `json:"admit_p50_ms,omitempty"`
@@ -39,29 +44,40 @@ type fleetRun struct {
 	EmptyClaimsPerTicket float64  `json:"empty_claims_per_ticket,omitempty"`
 	TakesPerTicket       float64  `json:"takes_per_ticket,omitempty"`
 	EmptyTakesPerTicket  float64  `json:"empty_takes_per_ticket,omitempty"`
-	TakenShare           float64  `json:"taken_share,omitempty"` // of the tickets, those that came by a take
+	ReadsPerTicket       float64  `json:"reads_per_ticket,omitempty"` // reads of notified tickets, no write
+	TakenShare           float64  `json:"taken_share,omitempty"`      // of the tickets, those that came by a take
 	FailedClaims         int      `json:"failed_claims,omitempty"`
 	FailedTakes          int      `json:"failed_takes,omitempty"`
 	Errors               []string `json:"errors,omitempty"`
 }
 
-// fleetRow is one configuration measured for Sluice and River, round after round.
+// fleetRow is one configuration measured for Sluice and River, round after round: River with as
+// many clients as Sluice has replicas, and with one client (the same runs when Replicas is 1).
 type fleetRow struct {
 	fleetShape
 	Sluice       []fleetRun `json:"sluice_runs"`
-	River        []fleetRun `json:"river_runs"`
+	River        []fleetRun `json:"river_runs"` // with Replicas clients
+	River1       []fleetRun `json:"river_1_client_runs,omitempty"`
 	SluiceMedian fleetRun   `json:"sluice_median"`
 	RiverMedian  fleetRun   `json:"river_median"`
-	Ratio        float64    `json:"ratio"` // of the medians' per-second figures, Sluice / River
+	River1Median fleetRun   `json:"river_1_client_median"`
+	Ratio        float64    `json:"ratio"` // of the medians' per-second figures, Sluice / River (Replicas clients)
+	// RiverBest is the faster median of River with 1 and with Replicas clients; RiverBestClients
+	// which; RatioBest Sluice's median per second over it.
+	RiverBest        fleetRun `json:"river_best_median"`
+	RiverBestClients int      `json:"river_best_clients"`
+	RatioBest        float64  `json:"ratio_to_river_best"`
 }
 
 // fleetResult is the fleet figure: its rows, or why it was skipped.
 type fleetResult struct {
-	Skipped        string     `json:"skipped,omitempty"`
-	Tickets        int        `json:"tickets_per_run"`
-	PoolSize       int        `json:"pool_size"`
-	MaxConnections int        `json:"private_cluster_max_connections"`
-	Rows           []fleetRow `json:"rows,omitempty"`
+	Skipped        string `json:"skipped,omitempty"`
+	Tickets        int    `json:"tickets_per_run"`
+	PoolSize       int    `json:"pool_size"`
+	MaxConnections int    `json:"private_cluster_max_connections"`
+	// Settings is the private cluster's durability settings and version, read by SHOW at the start.
+	Settings map[string]string `json:"cluster_settings,omitempty"`
+	Rows     []fleetRow        `json:"rows,omitempty"`
 }
 
 // fleetEnv is the private cluster the fleet figure runs on, and what every run of it shares.
@@ -75,11 +91,12 @@ type fleetEnv struct {
 	count, riverCount *counter
 }
 
-// startFleetEnv starts a private cluster of maxConns connections and the environment the fleet's
-// runs share on it; stop closes the environment and stops the cluster, removing its directory. Without
-// the server binaries it returns an error wrapping pgcluster.ErrUnavailable.
+// startFleetEnv starts a private cluster of maxConns connections, durable (fsync, synchronous_commit
+// and full_page_writes on, as users run PostgreSQL) unless c.fsyncOff, and the environment the
+// fleet's runs share on it; stop closes the environment and stops the cluster, removing its
+// directory. Without the server binaries it returns an error wrapping pgcluster.ErrUnavailable.
 func startFleetEnv(ctx context.Context, c config, maxConns int) (fe *fleetEnv, stop func(), err error) {
-	cluster, err := pgcluster.New(pgcluster.Options{MaxConnections: maxConns})
+	cluster, err := pgcluster.New(pgcluster.Options{MaxConnections: maxConns, Durable: !c.fsyncOff})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,6 +129,10 @@ func measureFleet(ctx context.Context, _ *env, c config, res *results) error {
 		return err
 	}
 	defer stop()
+	if fr.Settings, err = fe.settings(ctx); err != nil {
+		return err
+	}
+	log.Printf("bench: fleet on a private cluster: %s", settingsLine(fr.Settings))
 	for _, r := range c.fleetReplicas {
 		for _, l := range c.fleetLines {
 			fr.Rows = append(fr.Rows, fleetRow{fleetShape: fleetShape{Replicas: r, Lines: l}})
@@ -133,100 +154,43 @@ func measureFleet(ctx context.Context, _ *env, c config, res *results) error {
 	return nil
 }
 
-// fleetRound measures one round of row: Sluice and River in turn, which first alternating by round.
+// fleetRound measures one round of row: Sluice, River with as many clients, and River with one
+// client (when the row has more than one replica) in turn, in the reverse order every other round.
 func fleetRound(ctx context.Context, fe *fleetEnv, row *fleetRow, round, n int) error {
-	sluice := func() error {
-		r, err := sluiceFleet(ctx, fe, row.fleetShape, n)
-		row.Sluice = append(row.Sluice, r)
-		return err
+	steps := []func() error{
+		func() error {
+			r, err := sluiceFleet(ctx, fe, row.fleetShape, n)
+			row.Sluice = append(row.Sluice, r)
+			return err
+		},
+		func() error {
+			r, err := riverFleet(ctx, fe, row.Replicas, n)
+			row.River = append(row.River, r)
+			return err
+		},
 	}
-	river := func() error {
-		r, err := riverFleet(ctx, fe, row.Replicas, n)
-		row.River = append(row.River, r)
-		return err
+	if row.Replicas > 1 {
+		steps = append(steps, func() error {
+			r, err := riverFleet(ctx, fe, 1, n)
+			row.River1 = append(row.River1, r)
+			return err
+		})
 	}
-	if err := inTurn(round, sluice, river); err != nil {
-		return err
+	if round%2 == 1 {
+		slices.Reverse(steps)
 	}
-	s, r := row.Sluice[len(row.Sluice)-1], row.River[len(row.River)-1]
-	log.Printf("bench: round %d: fleet of %d, %s line(s): sluice %.0f/s (%.2f empty claims/ticket, %.1f stmts/ticket), river %.0f/s, load %.1f",
-		round+1, row.Replicas, row.name(), s.PerSecond, s.EmptyClaimsPerTicket, s.StatementsPerTicket, r.PerSecond, s.LoadAverage[0])
-	return nil
-}
-
-// summarize takes the medians of the row's runs and their ratio.
-func (row *fleetRow) summarize() {
-	row.SluiceMedian, row.RiverMedian = medianRun(row.Sluice), medianRun(row.River)
-	if row.RiverMedian.PerSecond > 0 {
-		row.Ratio = row.SluiceMedian.PerSecond / row.RiverMedian.PerSecond
-	}
-}
-
-// medianRun returns the median of each figure of rs, the largest connection counts, and every
-// failure and error summed up.
-func medianRun(rs []fleetRun) fleetRun {
-	var m fleetRun
-	fields := []func(*fleetRun) *float64{
-		func(r *fleetRun) *float64 { return &r.PerSecond },
-		func(r *fleetRun) *float64 { return &r.Seconds },
-		func(r *fleetRun) *float64 { return &r.StatementsPerTicket },
-		func(r *fleetRun) *float64 { return &r.TransactionsPerTicket },
-		func(r *fleetRun) *float64 { return &r.PgCPUPer1k },
-		func(r *fleetRun) *float64 { return &r.LoadAverage[0] },
-		func(r *fleetRun) *float64 { return &r.LoadAverage[1] },
-		func(r *fleetRun) *float64 { return &r.LoadAverage[2] },
-		func(r *fleetRun) *float64 { return &r.AdmitP50Ms },
-		func(r *fleetRun) *float64 { return &r.AdmitP99Ms },
-		func(r *fleetRun) *float64 { return &r.TakeLagP50Ms },
-		func(r *fleetRun) *float64 { return &r.TakeLagP99Ms },
-		func(r *fleetRun) *float64 { return &r.ClaimsPerTicket },
-		func(r *fleetRun) *float64 { return &r.EmptyClaimsPerTicket },
-		func(r *fleetRun) *float64 { return &r.TakesPerTicket },
-		func(r *fleetRun) *float64 { return &r.EmptyTakesPerTicket },
-		func(r *fleetRun) *float64 { return &r.TakenShare },
-	}
-	for _, f := range fields {
-		*f(&m) = median(rs, func(r fleetRun) float64 { return *f(&r) })
-	}
-	for _, r := range rs {
-		m.Connections, m.BusyConnections = max(m.Connections, r.Connections), max(m.BusyConnections, r.BusyConnections)
-		m.FailedClaims += r.FailedClaims
-		m.FailedTakes += r.FailedTakes
-		m.Errors = append(m.Errors, r.Errors...)
-	}
-	return m
-}
-
-// markdown renders the fleet figure's table.
-func (f *fleetResult) markdown() string {
-	var b strings.Builder
-	if f.Skipped != "" {
-		fmt.Fprintf(&b, "Fleet: skipped: %s\n\n", f.Skipped)
-		return b.String()
-	}
-	fmt.Fprintf(&b, "Fleet: %d tickets per run, written beforehand; each replica a pool of %d plus a listener; "+
-		"a private cluster (max_connections %d). S = Sluice, R = River.\n\n", f.Tickets, f.PoolSize, f.MaxConnections)
-	b.WriteString("| replicas | lines | Sluice /s | River /s | ratio | admission p50 / p99 ms | take lag p50 / p99 ms | " +
-		"claims / empty claims per ticket | takes / empty takes per ticket | statements per ticket S / R | transactions per ticket S / R | " +
-		"max connections (busy) S / R | PG CPU s per 1k S / R | load 1 min S / R |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	var failures []string
-	for _, row := range f.Rows {
-		s, r := row.SluiceMedian, row.RiverMedian
-		fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %.2f | %.0f / %.0f | %.0f / %.0f | %.3f / %.3f | %.3f / %.3f | %.2f / %.2f | %.2f / %.2f | %d (%d) / %d (%d) | %.2f / %.2f | %.1f / %.1f |\n",
-			row.Replicas, row.name(), s.PerSecond, r.PerSecond, row.Ratio, s.AdmitP50Ms, s.AdmitP99Ms, s.TakeLagP50Ms, s.TakeLagP99Ms,
-			s.ClaimsPerTicket, s.EmptyClaimsPerTicket, s.TakesPerTicket, s.EmptyTakesPerTicket,
-			s.StatementsPerTicket, r.StatementsPerTicket, s.TransactionsPerTicket, r.TransactionsPerTicket,
-			s.Connections, s.BusyConnections, r.Connections, r.BusyConnections, s.PgCPUPer1k, r.PgCPUPer1k,
-			s.LoadAverage[0], r.LoadAverage[0])
-		if s.FailedClaims+s.FailedTakes > 0 {
-			failures = append(failures, fmt.Sprintf("- %d replicas, %s lines: %d failed claim(s), %d failed take(s): %q",
-				row.Replicas, row.name(), s.FailedClaims, s.FailedTakes, s.Errors))
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
 		}
 	}
-	b.WriteString("\n")
-	if len(failures) > 0 {
-		b.WriteString("**Failed claims or takes:**\n\n" + strings.Join(failures, "\n") + "\n\n")
+	s, r := row.Sluice[len(row.Sluice)-1], row.River[len(row.River)-1]
+	r1 := ""
+	if len(row.River1) > 0 {
+		r1 = fmt.Sprintf(", river 1 client %.0f/s", row.River1[len(row.River1)-1].PerSecond)
 	}
-	return b.String()
+	log.Printf("bench: round %d: fleet of %d, %s line(s): sluice %.0f/s (%.2f empty claims/ticket, %.1f stmts/ticket, %.0f WAL B/ticket), river %.0f/s (%.0f WAL B/ticket)%s, load %.1f",
+		round+1, row.Replicas, row.name(), s.PerSecond, s.EmptyClaimsPerTicket, s.StatementsPerTicket, s.WALPerTicket,
+		r.PerSecond, r.WALPerTicket, r1, s.LoadAverage[0])
+	return nil
 }

@@ -12,10 +12,12 @@ type connectionsResult struct {
 	Tickets        int    `json:"tickets_per_run"`
 	// MaxConnections is the private cluster's max_connections; PoolSize each replica's pool;
 	// BouncerPoolSize PgBouncer's default_pool_size in the pooled shapes.
-	MaxConnections  int       `json:"private_cluster_max_connections"`
-	PoolSize        int       `json:"pool_size"`
-	BouncerPoolSize int       `json:"pgbouncer_pool_size"`
-	Runs            []connRun `json:"runs,omitempty"`
+	MaxConnections  int `json:"private_cluster_max_connections"`
+	PoolSize        int `json:"pool_size"`
+	BouncerPoolSize int `json:"pgbouncer_pool_size"`
+	// Settings is the private cluster's durability settings and version, read by SHOW at the start.
+	Settings map[string]string `json:"cluster_settings,omitempty"`
+	Runs     []connRun         `json:"runs,omitempty"`
 }
 
 // connRun is one run of the connections figure.
@@ -86,9 +88,9 @@ func (f *connectionsResult) markdown() string {
 		fmt.Fprintf(&b, "Connections: skipped: %s\n\n", f.Skipped)
 		return b.String()
 	}
-	fmt.Fprintf(&b, "Connections: %d tickets per run, written beforehand; a private cluster of max_connections %d; "+
+	fmt.Fprintf(&b, "Connections: %d tickets per run, written beforehand; a private cluster of max_connections %d (%s); "+
 		"each replica a pool of %d; PgBouncer 1.18 in transaction mode, default_pool_size %d.\n\n",
-		f.Tickets, f.MaxConnections, f.PoolSize, f.BouncerPoolSize)
+		f.Tickets, f.MaxConnections, settingsLine(f.Settings), f.PoolSize, f.BouncerPoolSize)
 	if f.BouncerSkipped != "" {
 		fmt.Fprintf(&b, "PgBouncer shapes skipped: %s\n\n", f.BouncerSkipped)
 	}

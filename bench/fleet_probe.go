@@ -129,19 +129,7 @@ func procStat(pid int) ([]float64, error) {
 	return f, nil
 }
 
-// admissionLatency reads, from the tickets of schema, the 50th and 99th percentiles in milliseconds
-// of admitted_at - greatest(enqueued_at, start): how long each ticket waited from the later of its
-// write and the fleet's start to its admission. The tickets are written before the fleet starts,
-// so this is where in the drain each ticket was admitted.
-func admissionLatency(ctx context.Context, db querier, schema string, start time.Time) (p50, p99 float64, err error) {
-	err = db.QueryRow(ctx, `SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0),
-			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0)
-		FROM (SELECT 1000 * extract(epoch FROM admitted_at - greatest(enqueued_at, $1)) AS ms
-			FROM `+pgx.Identifier{schema}.Sanitize()+`.sluice_ticket) t`, start).Scan(&p50, &p99)
-	return p50, p99, err
-}
-
-// querier is what admissionLatency and fleetUnfinished read through: a pool or a connection.
+// querier is what fleetUnfinished reads through: a pool or a connection.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // fleetCompleteBatch is the most runs one completion commits: the dispatcher's completeBatch.
@@ -26,19 +26,29 @@ const completeBackoff = 100 * time.Millisecond
 type replica struct {
 	owner    string
 	pool     *pgxpool.Pool
-	q        *pgqueue.Queue
-	notifier *pgqueue.Notifier
+	q        *store.Queue
+	notifier *store.Notifier
 	batch    int
 	tally    *fleetTally
 	poll     time.Duration // the claim and take loops' poll interval
 	tolerant bool          // see replicaConfig.tolerant
+	// listens says the replica listens for its admissions, as a dispatcher does unless it polls:
+	// claims move its tickets straight to running and name them in its notifications, and it reads
+	// them rather than take them.
+	listens bool
 
 	stopNotifier context.CancelFunc
 	notifierDone sync.WaitGroup
 
 	mu      sync.Mutex
-	pending []pgqueue.Ticket // finished runs waiting for the completer
-	wake    chan struct{}    // cap 1: the completer has work
+	pending []store.Ticket // finished runs waiting for the completer
+	// handed holds every ticket handed to the completer, kept after its completion: a read of the
+	// owner's running tickets that began before a completion committed returns that ticket again, and
+	// it must not run twice (the dispatcher's registry no longer finds a completed invocation, and
+	// gives such a ticket back, which finds nothing).
+	handed map[int64]bool
+	twice  error         // a claim or a take handed over a ticket again: completeLoop fails the run with it
+	wake   chan struct{} // cap 1: the completer has work
 }
 
 // replicaConfig is how a replica connects and behaves.
@@ -48,7 +58,7 @@ type replicaConfig struct {
 	tracer             pgx.QueryTracer
 	tally              *fleetTally
 	// listen is how its notifier listens (the zero value: on a connection hijacked from the pool).
-	listen pgqueue.Listen
+	listen store.Listen
 	// poll is the claim and take loops' poll interval. Defaults to pollEvery.
 	poll time.Duration
 	// tolerant makes the completer retry a completion that failed before reaching Postgres (a
@@ -88,15 +98,15 @@ func openReplica(ctx context.Context, c replicaConfig) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: c.schema})
+	q, err := store.New(pool, store.Options{Schema: c.schema})
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	logger := slog.New(&listenFailures{tally: c.tally})
 	return &replica{owner: c.owner, pool: pool, q: q, notifier: q.NewNotifier(logger).WithListen(c.listen),
-		batch: c.batch, tally: c.tally, poll: cmp.Or(c.poll, pollEvery), tolerant: c.tolerant,
-		stopNotifier: func() {}, wake: make(chan struct{}, 1)}, nil
+		batch: c.batch, tally: c.tally, poll: cmp.Or(c.poll, pollEvery), tolerant: c.tolerant, listens: !c.listen.Off,
+		stopNotifier: func() {}, handed: map[int64]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // startNotifier runs the replica's notifier until close.
@@ -151,6 +161,16 @@ func (r *replica) close() {
 // run runs the replica's claim, take and complete loops until ctx is done. Only a completion that
 // fails, or finds a ticket not admitted or running, ends it early with an error.
 func (r *replica) run(ctx context.Context) error {
+	if r.listens {
+		// As the dispatcher's lease renewal says it, once at start. A tolerant replica that cannot
+		// connect goes on unrecorded: claims then admit its tickets for its take, as for a poller.
+		if _, err := r.q.RenewListening(ctx, r.owner, time.Hour, true); err != nil {
+			if !r.tolerant || !refused(err) {
+				return fmt.Errorf("%s: renew lease: %w", r.owner, err)
+			}
+			r.tally.fail("renew lease", err)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { r.claimLoop(gctx); return nil })
 	g.Go(func() error { r.takeLoop(gctx); return nil })
@@ -167,7 +187,7 @@ func (r *replica) claimLoop(ctx context.Context) {
 	defer waiter.Close()
 	st := &r.tally.stats
 	for {
-		res, err := r.q.Claim(ctx, pgqueue.ClaimParams{Max: r.batch, Owner: r.owner})
+		res, err := r.q.Claim(ctx, store.ClaimParams{Max: r.batch, Owner: r.owner})
 		next, onRelease := r.poll, res.WaitsOnRelease
 		switch {
 		case ctx.Err() != nil:
@@ -186,65 +206,38 @@ func (r *replica) claimLoop(ctx context.Context) {
 		if len(res.Admitted) == 0 {
 			st.emptyClaims.Add(1)
 		}
-		var own []pgqueue.Ticket
+		var own []store.Ticket
 		for _, t := range res.Admitted {
-			if t.State == pgqueue.TicketStateRunning {
+			if t.State == store.TicketStateRunning && t.Owner == r.owner {
 				own = append(own, t)
 			}
 		}
-		r.finished(own)
+		r.finished(own, false)
 		if next > 0 && !waiter.Wait(ctx, onRelease, next) {
 			return
 		}
 	}
 }
 
-// takeLoop is internal/dispatcher's Runner.loop over deps.takeLoop: take up to a batch of this
-// owner's admitted tickets, again at once while batches come back full, else after the owner's
-// admission is notified or the poll. One take at a time: notifications coalesce.
-func (r *replica) takeLoop(ctx context.Context) {
-	admitted, unsubscribe := r.notifier.Subscribe(pgqueue.TopicAdmitted(r.owner))
-	defer unsubscribe()
-	st := &r.tally.stats
-	for {
-		ts, err := r.q.TakeAdmitted(ctx, r.owner, r.batch)
-		if ctx.Err() != nil {
-			return
-		}
-		st.takes.Add(1)
-		if err != nil {
-			st.failedTakes.Add(1)
-			r.tally.fail("take", err)
-		}
-		if len(ts) == 0 {
-			st.emptyTakes.Add(1)
-		}
-		st.taken.Add(int64(len(ts)))
-		r.tally.lagged(ts, time.Now())
-		r.finished(ts)
-		if len(ts) == r.batch {
-			continue
-		}
-		t := time.NewTimer(r.poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-admitted:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
 // finished hands runs that returned to the completer, never blocking the caller (the dispatcher's
-// runs each wait in their own goroutine).
-func (r *replica) finished(ts []pgqueue.Ticket) {
+// runs each wait in their own goroutine). read says ts came from a read of the owner's running
+// tickets, which returns those under way, or completed since the read began, too: those are skipped.
+// A claim or a take moves each ticket it returns, so one that returns a ticket handed over before
+// admitted it twice, and ends the run (completeLoop returns twice).
+func (r *replica) finished(ts []store.Ticket, read bool) {
 	if len(ts) == 0 {
 		return
 	}
 	r.mu.Lock()
-	r.pending = append(r.pending, ts...)
+	for _, t := range ts {
+		switch {
+		case !r.handed[t.ID]:
+			r.handed[t.ID] = true
+			r.pending = append(r.pending, t)
+		case !read && r.twice == nil:
+			r.twice = fmt.Errorf("%s: ticket %d was handed over twice by a claim or a take (admitted twice)", r.owner, t.ID)
+		}
+	}
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -253,20 +246,21 @@ func (r *replica) finished(ts []pgqueue.Ticket) {
 }
 
 // requeue puts runs whose completion failed back in front of the pending ones.
-func (r *replica) requeue(ts []pgqueue.Ticket) {
+func (r *replica) requeue(ts []store.Ticket) {
 	r.mu.Lock()
 	r.pending = append(ts[:len(ts):len(ts)], r.pending...)
 	r.mu.Unlock()
 }
 
-// next returns up to fleetCompleteBatch of the pending runs, removing them.
-func (r *replica) next() []pgqueue.Ticket {
+// next returns up to fleetCompleteBatch of the pending runs, removing them, and the error of a
+// ticket handed over twice.
+func (r *replica) next() ([]store.Ticket, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := min(len(r.pending), fleetCompleteBatch)
 	batch := r.pending[:n:n]
 	r.pending = r.pending[n:]
-	return batch
+	return batch, r.twice
 }
 
 // completeLoop is the dispatcher's Completer, a group commit: it completes, in one CompleteMany, the
@@ -276,7 +270,10 @@ func (r *replica) next() []pgqueue.Ticket {
 func (r *replica) completeLoop(ctx context.Context) error {
 	backoff := completeBackoff
 	for {
-		batch := r.next()
+		batch, twice := r.next()
+		if twice != nil {
+			return twice
+		}
 		if len(batch) == 0 {
 			select {
 			case <-ctx.Done():
@@ -285,9 +282,11 @@ func (r *replica) completeLoop(ctx context.Context) error {
 				continue
 			}
 		}
-		ps := make([]pgqueue.CompleteParams, len(batch))
+		ps := make([]store.CompleteParams, len(batch))
 		for i, t := range batch {
-			ps[i] = pgqueue.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: pgqueue.OutcomeCompleted}
+			// The dispatcher's runner delivers an outcome to Temporal before it records it, and a
+			// delivered outcome's completion deletes its ticket (CompleteParams.Delivered).
+			ps[i] = store.CompleteParams{TicketID: t.ID, ActualCost: 90, OutcomeKind: store.OutcomeCompleted, Delivered: true}
 		}
 		found, err := r.q.CompleteMany(ctx, ps)
 		if ctx.Err() != nil {
@@ -315,6 +314,7 @@ func (r *replica) completeLoop(ctx context.Context) error {
 				return fmt.Errorf("%s: complete: ticket %d was not admitted or running when completed (admitted twice, or lost)", r.owner, ps[i].TicketID)
 			}
 		}
+		r.tally.admitted(batch)
 		if r.tally.done.Add(int64(len(ps))) >= r.tally.n {
 			r.tally.end()
 		}

@@ -18,6 +18,9 @@ import (
 // its completer has written the batch).
 func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, error) {
 	e := fe.env
+	if err := fe.checkpoint(ctx); err != nil {
+		return fleetRun{}, err
+	}
 	schema, err := e.riverSchema(ctx)
 	if err != nil {
 		return fleetRun{}, err
@@ -27,7 +30,8 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 	if err != nil {
 		return fleetRun{}, err
 	}
-	if _, err := riverFill(ctx, inserter, n); err != nil {
+	walEnqueue, err := fe.walOf(ctx, n, func() error { _, err := riverFill(ctx, inserter, n); return err })
+	if err != nil {
 		return fleetRun{}, err
 	}
 	if _, err := e.riverPool.Exec(ctx, `ANALYZE `+schema+`.river_job`); err != nil {
@@ -76,6 +80,7 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 	case <-time.After(fleetTimeout):
 	}
 	out := m.end(n)
+	out.WALEnqueuePerTicket = walEnqueue
 	stopRiver(cs)
 	if got := done.Load(); got < int64(n) {
 		return out, fmt.Errorf("river fleet: %d of %d jobs completed in %s", got, n, fleetTimeout)

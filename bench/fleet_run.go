@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -33,7 +34,7 @@ func (s fleetShape) name() string {
 }
 
 // fleetLimits creates the shape's limits: lines that do not bind, and the tenant caps.
-func fleetLimits(ctx context.Context, q *pgqueue.Queue, s fleetShape) error {
+func fleetLimits(ctx context.Context, q *store.Queue, s fleetShape) error {
 	loose := func(key string) throttle.Limit {
 		return throttle.Limit{Key: key, MaxConcurrent: 1_000_000, TokensPerMinute: 1e12}
 	}
@@ -59,12 +60,12 @@ func fleetLimits(ctx context.Context, q *pgqueue.Queue, s fleetShape) error {
 // fleetFill writes n tickets by EnqueueMany, owned round robin by the replicas: over the lines with
 // fair share between 100 tenants (as sluiceFill), or, with tenant caps, each on "api" and its tenant's
 // cap, the tenant its fairness key.
-func fleetFill(ctx context.Context, q *pgqueue.Queue, s fleetShape, n int) error {
+func fleetFill(ctx context.Context, q *store.Queue, s fleetShape, n int) error {
 	for at := 0; at < n; at += insertBatch {
-		ps := make([]pgqueue.EnqueueParams, min(insertBatch, n-at))
+		ps := make([]store.EnqueueParams, min(insertBatch, n-at))
 		for j := range ps {
 			i := at + j
-			p := pgqueue.EnqueueParams{Cost: 100, Owner: replicaOwner(i % s.Replicas)}
+			p := store.EnqueueParams{Cost: 100, Owner: replicaOwner(i % s.Replicas)}
 			if s.TenantCaps > 0 {
 				tenant := fmt.Sprint("tenant:", i%s.TenantCaps)
 				p.LimitKeys, p.FairnessKey = []string{"api", tenant}, tenant
@@ -87,6 +88,9 @@ func replicaOwner(i int) string { return fmt.Sprint("replica-", i) }
 // of the dispatcher (see replica), started together once all are connected, and measures the run.
 func sluiceFleet(ctx context.Context, fe *fleetEnv, s fleetShape, n int) (fleetRun, error) {
 	e := fe.env
+	if err := fe.checkpoint(ctx); err != nil {
+		return fleetRun{}, err
+	}
 	q, err := e.sluiceQueue(ctx)
 	if err != nil {
 		return fleetRun{}, err
@@ -95,7 +99,8 @@ func sluiceFleet(ctx context.Context, fe *fleetEnv, s fleetShape, n int) (fleetR
 	if err := fleetLimits(ctx, q, s); err != nil {
 		return fleetRun{}, err
 	}
-	if err := fleetFill(ctx, q, s, n); err != nil {
+	walEnqueue, err := fe.walOf(ctx, n, func() error { return fleetFill(ctx, q, s, n) })
+	if err != nil {
 		return fleetRun{}, err
 	}
 	if _, err := e.pool.Exec(ctx, `ANALYZE `+q.Schema()+`.sluice_ticket`); err != nil {
@@ -131,6 +136,7 @@ func sluiceFleet(ctx context.Context, fe *fleetEnv, s fleetShape, n int) (fleetR
 	}
 	err = g.Wait()
 	out := m.end(n)
+	out.WALEnqueuePerTicket = walEnqueue
 	switch {
 	case err != nil:
 		return out, err
@@ -141,9 +147,7 @@ func sluiceFleet(ctx context.Context, fe *fleetEnv, s fleetShape, n int) (fleetR
 	if err != nil || len(left) > 0 {
 		return out, fmt.Errorf("sluice fleet: tickets left unfinished %v (%v)", left, err)
 	}
-	if out.AdmitP50Ms, out.AdmitP99Ms, err = admissionLatency(ctx, e.pool, q.Schema(), m.start); err != nil {
-		return out, err
-	}
+	out.AdmitP50Ms, out.AdmitP99Ms = tally.admitLatency(m.start)
 	tally.fill(&out, n)
 	return out, nil
 }
@@ -176,18 +180,20 @@ func (t *fleetTally) fill(out *fleetRun, n int) {
 	st, per := &t.stats, func(x int64) float64 { return float64(x) / float64(n) }
 	out.ClaimsPerTicket, out.EmptyClaimsPerTicket = per(st.claims.Load()), per(st.emptyClaims.Load())
 	out.TakesPerTicket, out.EmptyTakesPerTicket = per(st.takes.Load()), per(st.emptyTakes.Load())
+	out.ReadsPerTicket = per(st.reads.Load())
 	out.TakenShare = per(st.taken.Load())
 	out.FailedClaims, out.FailedTakes = int(st.failedClaims.Load()), int(st.failedTakes.Load())
 	out.Errors = t.errs
 	out.TakeLagP50Ms, out.TakeLagP99Ms = percentiles(t.lags)
 }
 
-// fleetMeasure is a measurement under way: the instant, the CPU time and the connection sampler at
-// its start.
+// fleetMeasure is a measurement under way: the instant, the CPU time, the WAL position and the
+// connection sampler at its start.
 type fleetMeasure struct {
 	fe    *fleetEnv
 	start time.Time
 	cpu   float64
+	lsn   string
 	conns func() connections
 	count *counter
 }
@@ -203,16 +209,29 @@ func (fe *fleetEnv) begin(ctx context.Context, app string, count *counter) (*fle
 		stop()
 		return nil, err
 	}
+	lsn, err := fe.walLSN(ctx)
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	count.reset()
-	return &fleetMeasure{fe: fe, start: time.Now(), cpu: cpu, conns: stop, count: count}, nil
+	return &fleetMeasure{fe: fe, start: time.Now(), cpu: cpu, lsn: lsn, conns: stop, count: count}, nil
 }
 
 // end ends the measurement of a run that handled n tickets.
 func (m *fleetMeasure) end(n int) fleetRun {
 	took := time.Since(m.start)
 	cpu, _ := m.fe.probe.cpuSeconds()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The setup pool keeps its idle connections, so this gets one even when the fleet fills the server
+	// (the connections figure); if not, the run has no WAL figure rather than none at all.
+	wal, err := m.fe.walSince(ctx, m.lsn)
+	if err != nil {
+		log.Printf("bench: WAL position after the run not read: %v", err)
+	}
 	c := m.conns()
-	return fleetRun{PerSecond: float64(n) / took.Seconds(), Seconds: took.Seconds(),
+	return fleetRun{PerSecond: float64(n) / took.Seconds(), Seconds: took.Seconds(), WALPerTicket: wal / float64(n),
 		StatementsPerTicket:   float64(m.count.statements.Load()) / float64(n),
 		TransactionsPerTicket: float64(m.count.transactions.Load()) / float64(n),
 		Connections:           c.All, BusyConnections: c.Busy,

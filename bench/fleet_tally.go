@@ -7,16 +7,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // replicaStats counts what a replica's loops did; every field is safe for concurrent use.
 type replicaStats struct {
 	claims, emptyClaims, failedClaims atomic.Int64
 	takes, emptyTakes, failedTakes    atomic.Int64
+	reads                             atomic.Int64 // reads of tickets named in notifications (no write)
 	failedCompletes, failedListens    atomic.Int64 // completions retried, listener connections that failed
 	tooMany                           atomic.Int64 // of the failures, those refused with SQLSTATE 53300
-	taken                             atomic.Int64 // tickets that came through a take, not a claim
+	taken                             atomic.Int64 // tickets that came through a take or a read, not the claimer's own
 }
 
 // fleetTally is what every replica of one run shares: the tickets completed, the run's end, the
@@ -31,6 +32,9 @@ type fleetTally struct {
 	errs []string
 	seen []string  // the kind and cause of each of errs
 	lags []float64 // milliseconds
+	// admits are the admission instants of the completed tickets: a completion whose outcome was
+	// delivered deletes its ticket, so they are kept here rather than read from the rows after.
+	admits []time.Time
 }
 
 // fail records the text of an error a loop survived (a failed claim, take, completion or listener
@@ -53,10 +57,32 @@ func (t *fleetTally) fail(what string, err error) {
 }
 
 // lagged records how long each taken ticket waited between its admission and its take.
-func (t *fleetTally) lagged(ts []pgqueue.Ticket, now time.Time) {
+func (t *fleetTally) lagged(ts []store.Ticket, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, x := range ts {
 		t.lags = append(t.lags, float64(now.Sub(x.AdmittedAt))/float64(time.Millisecond))
 	}
+}
+
+// admitted records the admission instants of completed tickets.
+func (t *fleetTally) admitted(ts []store.Ticket) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, x := range ts {
+		t.admits = append(t.admits, x.AdmittedAt)
+	}
+}
+
+// admitLatency returns the 50th and 99th percentiles, in milliseconds, of how long after start the
+// completed tickets were admitted: the tickets are written before the fleet starts, so this is where
+// in the drain each ticket was admitted.
+func (t *fleetTally) admitLatency(start time.Time) (p50, p99 float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ms := make([]float64, len(t.admits))
+	for i, at := range t.admits {
+		ms[i] = max(0, float64(at.Sub(start))/float64(time.Millisecond))
+	}
+	return percentiles(ms)
 }

@@ -42,6 +42,10 @@ type config struct {
 	// tenant caps shape when fleetTenants > 0), tickets per run, and each replica's pool size.
 	fleetReplicas, fleetLines             []int
 	fleetTickets, fleetPool, fleetTenants int
+	// fsyncOff runs the private clusters of the fleet and connections figures with fsync,
+	// synchronous_commit and full_page_writes off, to see what durability costs; they are durable
+	// by default.
+	fsyncOff bool
 	// The connections figure: replicas, tickets per run, line counts and shapes (connDirect,
 	// connDirectIdle, connPooledPolling, connPooledListen); the replicas' pool size is fleetPool.
 	connReplicas, connTickets int
@@ -62,6 +66,7 @@ func main() {
 	flag.IntVar(&c.fleetTickets, "fleet-tickets", 0, "tickets per fleet run (default 10000; -short 3000)")
 	flag.IntVar(&c.fleetPool, "fleet-pool", 2, "each replica's pool size (MaxConns); its listener is one more connection")
 	flag.IntVar(&c.fleetTenants, "fleet-tenants", 10_000, "tenant caps of the fleet's tenant-cap rows (0: none)")
+	flag.BoolVar(&c.fsyncOff, "fsync-off", false, "run the fleet's and connections' private cluster with fsync, synchronous_commit and full_page_writes off, to compare with the durable default")
 	flag.IntVar(&c.connReplicas, "conn-replicas", 128, "the connections figure's replicas")
 	flag.IntVar(&c.connTickets, "conn-tickets", 0, "tickets per connections run (default 5000; -short 2000)")
 	connLines := flag.String("conn-lines", "", "the connections figure's line counts (default 1,1000; -short 1)")

@@ -10,7 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -47,12 +47,12 @@ func measured(n int, took time.Duration, c *counter) run {
 
 // sluiceFill writes n tickets over keys lines in batches by EnqueueMany, spread over 100 tenants for
 // fair share, and returns the time the writes took.
-func sluiceFill(ctx context.Context, q *pgqueue.Queue, n, keys int) (time.Duration, error) {
+func sluiceFill(ctx context.Context, q *store.Queue, n, keys int) (time.Duration, error) {
 	start := time.Now()
 	for at := 0; at < n; at += insertBatch {
-		ps := make([]pgqueue.EnqueueParams, min(insertBatch, n-at))
+		ps := make([]store.EnqueueParams, min(insertBatch, n-at))
 		for i := range ps {
-			ps[i] = pgqueue.EnqueueParams{LimitKeys: []string{fmt.Sprint("k", (at+i)%keys)}, Cost: 100,
+			ps[i] = store.EnqueueParams{LimitKeys: []string{fmt.Sprint("k", (at+i)%keys)}, Cost: 100,
 				FairnessKey: fmt.Sprint("tenant-", (at+i)%100), Owner: "bench"}
 		}
 		if _, err := q.EnqueueMany(ctx, ps); err != nil {
@@ -63,7 +63,7 @@ func sluiceFill(ctx context.Context, q *pgqueue.Queue, n, keys int) (time.Durati
 }
 
 // sluiceLimits creates keys limits that do not bind.
-func sluiceLimits(ctx context.Context, q *pgqueue.Queue, keys int) error {
+func sluiceLimits(ctx context.Context, q *store.Queue, keys int) error {
 	ls := make([]throttle.Limit, keys)
 	for i := range ls {
 		ls[i] = throttle.Limit{Key: fmt.Sprint("k", i), MaxConcurrent: 1_000_000, TokensPerMinute: 1e12}

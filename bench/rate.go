@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -93,9 +93,9 @@ func rateRun(ctx context.Context, e *env, dim string, claimers int, dur time.Dur
 	}
 	n := int(perSecond*dur.Seconds()*1.5) + 100
 	for at := 0; at < n; at += insertBatch {
-		ps := make([]pgqueue.EnqueueParams, min(insertBatch, n-at))
+		ps := make([]store.EnqueueParams, min(insertBatch, n-at))
 		for i := range ps {
-			ps[i] = pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: ticketCost, Owner: "bench"}
+			ps[i] = store.EnqueueParams{LimitKeys: []string{"k"}, Cost: ticketCost, Owner: "bench"}
 		}
 		if _, err := q.EnqueueMany(ctx, ps); err != nil {
 			return r, err
@@ -131,7 +131,7 @@ func rateRun(ctx context.Context, e *env, dim string, claimers int, dur time.Dur
 // analyze reads the admissions of the dur from start and fills in the figures: what was admitted
 // against what the bucket allows, the largest second, and the largest excess over the rate of any
 // window (a bucket of that burst allows at most the burst).
-func (r *rateResult) analyze(ctx context.Context, q *pgqueue.Queue, start time.Time, dur time.Duration) error {
+func (r *rateResult) analyze(ctx context.Context, q *store.Queue, start time.Time, dur time.Duration) error {
 	type admission struct {
 		at   time.Time
 		cost float64
@@ -176,18 +176,18 @@ func (r *rateResult) analyze(ctx context.Context, q *pgqueue.Queue, start time.T
 }
 
 // claimLoop is the dispatcher Claimer's loop, with each admitted ticket completed at once.
-func claimLoop(ctx context.Context, q *pgqueue.Queue, n *pgqueue.Notifier, owner string) error {
+func claimLoop(ctx context.Context, q *store.Queue, n *store.Notifier, owner string) error {
 	waiter := n.ClaimWaiter()
 	defer waiter.Close()
 	for {
-		res, err := q.Claim(ctx, pgqueue.ClaimParams{Max: pgqueue.DefaultClaimMax, Owner: owner})
+		res, err := q.Claim(ctx, store.ClaimParams{Max: store.DefaultClaimMax, Owner: owner})
 		if err != nil {
 			return err
 		}
 		if len(res.Admitted) > 0 {
-			ps := make([]pgqueue.CompleteParams, len(res.Admitted))
+			ps := make([]store.CompleteParams, len(res.Admitted))
 			for i, t := range res.Admitted {
-				ps[i] = pgqueue.CompleteParams{TicketID: t.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}
+				ps[i] = store.CompleteParams{TicketID: t.ID, ActualCost: -1, OutcomeKind: store.OutcomeCompleted}
 			}
 			if _, err := q.CompleteMany(ctx, ps); err != nil {
 				return err
@@ -197,7 +197,7 @@ func claimLoop(ctx context.Context, q *pgqueue.Queue, n *pgqueue.Notifier, owner
 		if !res.RetryAt.IsZero() {
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
 		}
-		if len(res.Admitted) == pgqueue.DefaultClaimMax || res.More {
+		if len(res.Admitted) == store.DefaultClaimMax || res.More {
 			next = 0
 		}
 		if next > 0 && !waiter.Wait(ctx, res.WaitsOnRelease, next) {

@@ -30,7 +30,7 @@ func verdict(ok bool) string {
 	return "**missed**"
 }
 
-// markdown renders the results as the table the README quotes.
+// markdown renders the results as the table docs/performance.md quotes.
 func (r *results) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s on %d CPUs (%s); %d round(s), medians; %d tickets per run; Sluice's claim batch %d.\n\n",

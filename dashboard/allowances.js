@@ -1,10 +1,11 @@
 // Sluice's dashboard, allowances: the words and figures of a limit's windowed allowances (so many
-// requests, tokens or money an hour, day, week or month, or in a rolling window), shared by the cards
-// (app.js) and the ticket view (tickets.js). Amounts are whole numbers in the meter's unit, money in
-// micro-units (1,000,000 is one unit of the currency); a browser reads JSON numbers as doubles, exact
-// to 2^53 (9 × 10^15), far above any real allowance. Instants are shown in UTC, with how far they are
-// from the server's clock (now), never the browser's. Pages are built from DOM nodes and textContent
-// only: keys are user data. No dependencies.
+// requests, tokens or money an hour, day, week or month, or in a rolling window) on the cards and in
+// the history (app.js); the ticket view shows the server's words instead (api/explain's words).
+// Amounts are whole numbers in the meter's unit, money in micro-units (1,000,000 is one unit of the
+// currency); a browser reads JSON numbers as doubles, exact to 2^53 (9 × 10^15), far above any real
+// allowance. Instants are shown in UTC, with how far they are from the server's clock (now), never
+// the browser's. Pages are built from DOM nodes and textContent only: keys are user data. No
+// dependencies.
 "use strict";
 const SluiceAllowances = (function () {
   const el = (tag, attrs, text) => {
@@ -108,47 +109,6 @@ const SluiceAllowances = (function () {
     return s.resets_at ? "all back " + when(s.resets_at, now) : "nothing counted in the last " + rolling(a.rolling);
   }
 
-  // spentWhen says when a spent allowance (throttle.Spent) has room for the ticket again.
-  function spentWhen(sp, now) {
-    const a = sp.allowance;
-    if (!sp.reset_at) return "more than the whole allowance: no window admits it";
-    return (a.calendar ? "resets " : "room again ") + when(sp.reset_at, now, a);
-  }
-
-  // spentWhy is what holds a ticket for spent allowance sp of key, as the sluice command says it:
-  // "allowance usd=0.50/day of plan:free: used 0.25 USD of 0.50 USD, needs 0.30 USD; resets ...".
-  function spentWhy(key, sp, now) {
-    const a = sp.allowance;
-    return "allowance " + specOf(a) + " of " + key + ": used " + amount(a, sp.used) + " of " + amount(a, a.amount) +
-      ", needs " + amount(a, sp.needs) + "; " + spentWhen(sp, now);
-  }
-
-  // refusedWhy says why spent allowance sp refuses a ticket whose deadline is deadline rather than
-  // let it wait.
-  function refusedWhy(sp, deadline, now) {
-    if (onSpent(sp.allowance) === "refuse") return "the allowance refuses when spent";
-    if (!sp.reset_at) return "no window will admit it";
-    return "its deadline, " + utc(deadline, now) + ", comes before the reset";
-  }
-
-  // refusalText says why a claim refused a finished ticket (api/explain's refusal: the limit and its
-  // spent allowance), with the instant the allowance resets, whole: the refusal is past, at is when.
-  function refusalText(r, at) {
-    const sp = r.spent, a = sp.allowance;
-    const s = "allowance " + specOf(a) + " of " + r.key + " was spent: used " + amount(a, sp.used) + " of " + amount(a, a.amount) +
-      ", the call needed " + amount(a, sp.needs);
-    if (!sp.reset_at) return s + "; the call needs more than the whole allowance, so no window will admit it";
-    const there = a.zone ? local(sp.reset_at, a.zone) : "";
-    return s + (a.calendar ? "; it resets at " : "; room again at ") + utc(sp.reset_at, "") + (there ? " (" + there + ")" : "");
-  }
-
-  // useOf is one allowance of a ticket's limit (api/explain's allowances) for the limits' table.
-  function useOf(u) {
-    const a = u.allowance;
-    return u.spec + " used " + amount(a, u.used) + " of " + amount(a, a.amount) + ", needs " + amount(a, u.needs) +
-      (u.remaining > 0 ? "" : " (spent)");
-  }
-
   // historyOf is an allowance of the limit history with what it does when spent, as the sluice
   // command prints it: "usd=0.50/day (refuse)", "requests=100/24h (wait)", or "none" where it is absent.
   const historyOf = (a) => a ? specOf(a) + " (" + onSpent(a) + ")" : "none";
@@ -189,5 +149,5 @@ const SluiceAllowances = (function () {
     return li;
   }
 
-  return Object.freeze({ amount, specOf, sameAllowance, when, utc, relative, spentWhy, spentWhen, refusedWhy, refusalText, useOf, historyOf, card });
+  return Object.freeze({ amount, specOf, historyOf, card });
 })();

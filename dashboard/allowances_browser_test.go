@@ -96,33 +96,36 @@ func TestDashboard_AllowancesInABrowser(t *testing.T) {
 		return article
 	}
 	article := find("free-2")
-	holds := "Waits for allowance usd=0.50/day of plan:free: used 0.25 USD of 0.50 USD, needs 0.30 USD; resets 2026-03-03 00:00:00 UTC (in 12h)."
+	holds := "Waits for allowance usd=0.50/day of plan:free: used 0.25 USD of 0.50 USD, needs 0.30 USD; resets 2026-03-03 00:00:00 UTC (in 12h0m0s)."
 	waitFor(t, ctx, "what holds it", text(article+`[data-field="holds"]`)+` === "`+holds+`"`)
 	waitFor(t, ctx, "no refusal", `document.querySelector('`+article+`[data-field="refused"]') === null`)
-	waitFor(t, ctx, "the allowance that refuses", text(article+`table.limits tr[data-key="plan:free"] [data-col="room"]`)+` === "no: allowance"`)
+	waitFor(t, ctx, "the allowance that refuses", text(article+`table.limits tr[data-key="plan:free"] [data-col="room"]`)+` === "allowance"`)
 	figures, err := chromedp.Run(ctx, chromedp.Evaluate[string](text(article+`table.limits tr[data-key="plan:free"] [data-col="figures"]`)))
 	require.NoError(t, err)
-	require.Equal(t, "usd=0.50/day used 0.25 USD of 0.50 USD, needs 0.30 USD · tokens=50000/day@America/Los_Angeles used 20,000 tokens of 50,000 tokens, "+
-		"needs 1,000 tokens · requests=100/24h used 1 request of 100 requests, needs 1 request", figures)
+	require.Equal(t, "usd=0.50/day: used 0.25 USD of 0.50 USD, needs 0.30 USD, resets 2026-03-03 00:00:00 UTC · "+
+		"tokens=50000/day@America/Los_Angeles: used 20,000 tokens of 50,000 tokens, needs 1,000 tokens · "+
+		"requests=100/24h: used 1 request of 100 requests, needs 1 request", figures)
 	logText(t, ctx, "free-2", article+`[data-field="holds"]`)
+	requireServerWords(t, ctx, base, a.ids["free-2"], article, true)
 
 	// The ticket the next claim refuses.
 	article = find("trial-3")
 	refused := "It will be refused: allowance usd=0.10/day of plan:trial: used 0.10 USD of 0.10 USD, needs 0.05 USD; " +
-		"resets 2026-03-03 00:00:00 UTC (in 12h); the next claim fails its activity (the allowance refuses when spent)."
+		"resets 2026-03-03 00:00:00 UTC (in 12h0m0s); the next claim fails its activity (the allowance refuses when spent)."
 	waitFor(t, ctx, "the refusal to come", text(article+`[data-field="refused"]`)+` === "`+refused+`"`)
 	waitFor(t, ctx, "no admission expected", text(article+`[data-field="estimate"]`)+` === "none: the next claim refuses it"`)
 	waitFor(t, ctx, "the spent allowance in the figures", text(article+`table.limits tr[data-key="plan:trial"] [data-col="figures"]`)+
-		` === "usd=0.10/day used 0.10 USD of 0.10 USD, needs 0.05 USD (spent)"`)
+		` === "usd=0.10/day: used 0.10 USD of 0.10 USD, needs 0.05 USD, resets 2026-03-03 00:00:00 UTC"`)
 	logText(t, ctx, "trial-3", article+`[data-field="holds"]`)
 	logText(t, ctx, "trial-3", article+`[data-field="refused"]`)
+	requireServerWords(t, ctx, base, a.ids["trial-3"], article, true)
 
 	// The ticket a claim refused.
 	article = find("trial-2")
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](text(article+`[data-field="holds"]`)))
 	require.NoError(t, err)
-	require.Regexp(t, `^Refused at \d{1,2}:\d\d:\d\d( [AP]M)?: allowance usd=0\.10/day of plan:trial was spent: used 0\.10 USD of 0\.10 USD, `+
-		`the call needed 0\.05 USD; it resets at 2026-03-03 00:00:00 UTC\. Its activity fails with this, not retried, once the outcome is delivered to Temporal\.$`, got)
+	require.Equal(t, "Refused at 2026-03-02 12:00:00 UTC, never admitted: allowance usd=0.10/day of plan:trial was spent: used 0.10 USD of "+
+		"0.10 USD, the call needed 0.05 USD; it resets at 2026-03-03 00:00:00 UTC; the refusal waits to be delivered to Temporal.", got)
 	t.Logf("trial-2: %s", got)
 	png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -52,23 +53,23 @@ func newAllowed(t *testing.T) allowed {
 	require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "llm", MaxConcurrent: 10},
 		throttle.Limit{Key: "plan:free", Allowances: parseAllowances(t, "usd=0.50/day", "tokens=50000/day@America/Los_Angeles", "requests=100/24h")},
 		throttle.Limit{Key: "plan:trial", Allowances: trial}))
-	a := allowed{q: q, ids: map[string]int64{}}
+	a := allowed{q: adminOf(t, q, pgqueue.Options{Now: func() time.Time { return allowanceNow }}), ids: map[string]int64{}}
 	enqueue := func(wf, plan string, tokens, money int64) {
-		tk, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"llm", plan}, Cost: tokens, CostMoney: money, Owner: "worker-a",
+		tk, err := q.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"llm", plan}, Cost: tokens, CostMoney: money, Owner: "worker-a",
 			Namespace: "default", WorkflowID: wf, ActivityID: "1", ActivityType: "Chat", Attempt: 1})
 		require.NoError(t, err)
 		a.ids[wf] = tk.ID
 	}
 	enqueue("free-1", "plan:free", 20_000, 250_000)
 	enqueue("trial-1", "plan:trial", 1_000, 100_000)
-	res, err := q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := q.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
-	require.NoError(t, q.Complete(ctx, pgqueue.CompleteParams{TicketID: a.ids["trial-1"], ActualCost: 1_000, ActualMoney: 100_000,
+	require.NoError(t, q.Complete(ctx, store.CompleteParams{TicketID: a.ids["trial-1"], ActualCost: 1_000, ActualMoney: 100_000,
 		OutcomeKind: pgqueue.OutcomeCompleted}))
 	enqueue("trial-2", "plan:trial", 1_000, 50_000)
 	enqueue("free-2", "plan:free", 1_000, 300_000)
-	res, err = q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err = q.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Empty(t, res.Admitted, "free-2 waits for the day's dollars")
 	require.Len(t, res.Refused, 1)
@@ -96,7 +97,7 @@ func TestDashboard_StatusAllowances(t *testing.T) {
 	var raw struct {
 		Keys []map[string]json.RawMessage `json:"keys"`
 	}
-	code, body := getAnswer(t, base+"api/status", &raw)
+	code, body := getAnswer(t, base+"api/status?key=llm&key=plan:free&key=plan:trial", &raw)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Len(t, raw.Keys, 3)
 	require.NotContains(t, raw.Keys[0], "allowances", "llm has none: left out")
@@ -155,6 +156,11 @@ func TestDashboard_ExplainAllowances(t *testing.T) {
 		require.Equal(t, want.need, uses[i].Needs, want.spec)
 	}
 	require.Contains(t, body, `"needs":300000`, "the JSON names the page reads")
+	require.Equal(t, "waits for allowance usd=0.50/day of plan:free: used 0.25 USD of 0.50 USD, needs 0.30 USD; resets 2026-03-03 00:00:00 UTC (in 12h0m0s)",
+		x.Words.Holds)
+	require.Equal(t, "usd=0.50/day: used 0.25 USD of 0.50 USD, needs 0.30 USD, resets 2026-03-03 00:00:00 UTC · "+
+		"tokens=50000/day@America/Los_Angeles: used 20,000 tokens of 50,000 tokens, needs 1,000 tokens · "+
+		"requests=100/24h: used 1 request of 100 requests, needs 1 request", x.Words.Limits[1].Figures)
 	require.Contains(t, body, `"spent":{"allowance":{"meter":"money","currency":"USD","amount":500000,"calendar":"day"}`)
 
 	ex = dashboard.Explained{}
@@ -167,6 +173,10 @@ func TestDashboard_ExplainAllowances(t *testing.T) {
 	require.Contains(t, body, `"refused":{"allowance":{"meter":"money","currency":"USD","amount":100000,"calendar":"day","on_spent":"refuse"},"used":100000,"needs":50000`)
 	require.Equal(t, int64(0), x.Allowances["plan:trial"][0].Remaining)
 	require.Nil(t, x.Refusal, "queued: not refused yet")
+	require.Equal(t, "it will be refused: allowance usd=0.10/day of plan:trial: used 0.10 USD of 0.10 USD, needs 0.05 USD; resets 2026-03-03 "+
+		"00:00:00 UTC (in 12h0m0s); the next claim fails its activity (the allowance refuses when spent)", x.Words.Refused)
+	require.Equal(t, "none: the next claim refuses it", x.Words.Expected)
+	require.Equal(t, "usd=0.10/day: used 0.10 USD of 0.10 USD, needs 0.05 USD, resets 2026-03-03 00:00:00 UTC", x.Words.Limits[len(x.Words.Limits)-1].Figures)
 
 	ex = dashboard.Explained{}
 	code, body = getAnswer(t, base+"api/explain?workflow=trial-2", &ex)
@@ -178,7 +188,9 @@ func TestDashboard_ExplainAllowances(t *testing.T) {
 	require.NotNil(t, x.Refusal)
 	require.Equal(t, "sluice: limit plan:trial: allowance usd=0.10/day spent: used 0.10 USD of 0.10 USD, the call needs 0.05 USD; "+
 		"resets at 2026-03-03T00:00:00Z (2026-03-03 00:00 UTC)", x.Refusal.Error())
-	require.Contains(t, body, `"refusal":{"key":"plan:trial","spent":{`)
+	require.Contains(t, body, `"refusal":{"limit":"plan:trial","allowance":"usd=0.10/day","meter":"money","currency":"USD",`)
 	require.Nil(t, x.Explanation)
 	require.Empty(t, x.Allowances)
+	require.Equal(t, "refused at 2026-03-02 12:00:00 UTC, never admitted: allowance usd=0.10/day of plan:trial was spent: used 0.10 USD of "+
+		"0.10 USD, the call needed 0.05 USD; it resets at 2026-03-03 00:00:00 UTC; the refusal waits to be delivered to Temporal", x.Words.State)
 }

@@ -9,15 +9,20 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
-// Status is GET api/status: the keys named by its query (key=a&key=b, at most 100; those that do not
-// exist are left out), or every key when it names none; and the chart's step. The page reads the keys
-// whose cards are open.
+// Status is GET api/status?key=a&key=b: the status of the keys named (1 to 100 of them, in key order)
+// and the chart's step. The page reads the keys whose cards are open; api/overview pages every key.
+//
+// A request that names no key, names another parameter, or a key that is not valid is answered 400
+// with {"error": "..."} naming it and its value. When a key named is not a limit, the answer is 404
+// with {"error": "...", "unknown_keys": [...]}, those of the keys named that are not: the error has
+// the shape of api/tickets' and api/history's, and unknown_keys tells the page which cards to close.
 type Status struct {
 	Now       time.Time   `json:"now"`
 	Schema    string      `json:"schema"`
@@ -44,6 +49,10 @@ func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	st, code, err := h.statusOf(ctx, r)
+	if code == http.StatusNotFound {
+		writeJSON(w, code, map[string]any{"error": err.Error(), "unknown_keys": unknownOf(r.URL.Query()["key"], st)})
+		return
+	}
 	if err != nil {
 		h.fail(w, code, err)
 		return
@@ -72,6 +81,17 @@ func (h *handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		out.Keys[i] = StatusKey{KeyStatus: s, Usage: usage[s.Configured.Key], LimitSteps: steps[s.Configured.Key]}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// unknownOf are the keys of asked that st does not have, each once, in the order asked.
+func unknownOf(asked []string, st []pgqueue.KeyStatus) []string {
+	out := []string{}
+	for _, k := range asked {
+		if !slices.ContainsFunc(st, func(s pgqueue.KeyStatus) bool { return s.Configured.Key == k }) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // write guards a write: writes allowed, the page's CSRF token, the same origin, a bounded body.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -21,7 +22,7 @@ import (
 
 // live is a schema with tickets: openai with a line of 4 behind 2 running, and a tenant cap.
 type live struct {
-	e *pgqueue.Queue
+	e *store.Queue
 	q *pgqueue.Queue
 }
 
@@ -33,7 +34,7 @@ func newLive(t *testing.T) live {
 		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 10}))
 	l := live{e: e}
 	l.enqueue(t, 6)
-	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := e.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	q, err := pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema()})
@@ -45,7 +46,7 @@ func newLive(t *testing.T) live {
 func (l live) enqueue(t *testing.T, n int) {
 	t.Helper()
 	for range n {
-		_, err := l.e.Enqueue(context.Background(), pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500,
+		_, err := l.e.Enqueue(context.Background(), store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500,
 			Owner: "worker-a", WorkflowID: "wf", ActivityType: "Summarize", FairnessKey: "acme", Attempt: 1})
 		require.NoError(t, err)
 	}
@@ -99,7 +100,7 @@ func TestDashboard_Status(t *testing.T) {
 	t.Parallel()
 	l := newLive(t)
 	_, base := l.server(t, dashboard.Options{})
-	resp, err := http.Get(base + "api/status")
+	resp, err := http.Get(base + "api/status?key=openai&key=tenant:acme")
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -136,6 +137,65 @@ func TestDashboard_Status(t *testing.T) {
 	require.Contains(t, string(b), `<meta name="sluice-csrf" content="">`, "a read-only page has no token to write with")
 	require.NotContains(t, string(b), "http://", "nothing loaded from elsewhere")
 	require.NotContains(t, string(b), "https://")
+}
+
+// api/status is bounded: it names the keys it reads (every key's status is megabytes at 10,000 keys:
+// api/overview pages them), and a key that is not a limit is 404, with the error of api/tickets and
+// api/history, and the unknown keys named apart for the page.
+func TestDashboard_StatusNamesItsKeys(t *testing.T) {
+	t.Parallel()
+	l := newLive(t)
+	_, base := l.server(t, dashboard.Options{})
+	answer := func(path string) (int, map[string]json.RawMessage) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), path)
+		var body map[string]json.RawMessage
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body), path)
+		return resp.StatusCode, body
+	}
+	for _, c := range []struct{ query, msg string }{
+		{"", `key is required: api/status?key=a&key=b (at most 100 keys; api/overview pages every key)`},
+		{"?prefix=open", `unknown query parameter "prefix": use key (key=a&key=b)`},
+		{"?key=openai&all=1", `unknown query parameter "all"`},
+		{"?key=", `key: throttle: limit Key must not be empty`},
+	} {
+		code, body := answer("api/status" + c.query)
+		require.Equal(t, http.StatusBadRequest, code, c.query)
+		var msg string
+		require.NoError(t, json.Unmarshal(body["error"], &msg))
+		require.Contains(t, msg, c.msg, c.query)
+	}
+
+	code, body := answer("api/status?key=nosuch")
+	require.Equal(t, http.StatusNotFound, code)
+	require.JSONEq(t, `"sluice: unknown limit: [\"nosuch\"]"`, string(body["error"]))
+	require.JSONEq(t, `["nosuch"]`, string(body["unknown_keys"]))
+	tcode, tbody := answer("api/tickets?key=nosuch")
+	require.Equal(t, http.StatusNotFound, tcode)
+	require.Contains(t, string(tbody["error"]), `nosuch`)
+	hcode, hbody := answer("api/history?key=nosuch")
+	require.Equal(t, http.StatusNotFound, hcode)
+	require.Contains(t, string(hbody["error"]), `nosuch`)
+	for _, b := range []map[string]json.RawMessage{body, tbody, hbody} {
+		var msg string
+		require.NoError(t, json.Unmarshal(b["error"], &msg), "an error is {\"error\": \"...\"}")
+		require.Contains(t, msg, "unknown limit")
+	}
+
+	code, body = answer("api/status?key=openai&key=gone&key=nosuch&key=gone")
+	require.Equal(t, http.StatusNotFound, code)
+	require.JSONEq(t, `["gone", "nosuch"]`, string(body["unknown_keys"]), "those that are not limits, once each")
+	code, body = answer("api/status?key=tenant:acme&key=openai")
+	require.Equal(t, http.StatusOK, code)
+	var st dashboard.Status
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.Equal(t, "openai", st.Keys[0].Configured.Key, "in key order")
+	require.Equal(t, "tenant:acme", st.Keys[1].Configured.Key)
 }
 
 // Writes are refused unless allowed, without the page's token, or from another site; bad input is
@@ -240,11 +300,11 @@ func TestDashboard_AllowedHosts(t *testing.T) {
 	t.Parallel()
 	l := newLive(t)
 	_, base := l.server(t, dashboard.Options{AllowWrites: true, AllowedHosts: []string{"localhost", "127.0.0.1", "::1"}})
-	resp, err := http.Get(base + "api/status")
+	resp, err := http.Get(base + "api/status?key=openai")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "127.0.0.1 is allowed")
-	for _, path := range []string{"", "api/status"} {
+	for _, path := range []string{"", "api/status?key=openai"} {
 		req, err := http.NewRequest(http.MethodGet, base+path, nil)
 		require.NoError(t, err)
 		req.Host = "rebound.example:8080"
@@ -275,4 +335,14 @@ func TestDashboard_BadOptions(t *testing.T) {
 	}
 	_, err := dashboard.New(nil, dashboard.Options{})
 	require.ErrorContains(t, err, "nil")
+}
+
+// adminOf is the administration and read model (what the dashboard is given) of engine e's schema,
+// on its pool, with opts' clock.
+func adminOf(t *testing.T, e *store.Queue, opts pgqueue.Options) *pgqueue.Queue {
+	t.Helper()
+	opts.Schema = e.Schema()
+	q, err := pgqueue.New(e.Pool(), opts)
+	require.NoError(t, err)
+	return q
 }

@@ -2,6 +2,23 @@
 // the cards of the keys opened from it (api/status?key=...), both read again every refresh. No
 // dependencies but allowances.js (SluiceAllowances), loaded before it.
 "use strict";
+// SluiceURL keeps the page's state in its URL's query, so that a link opens what it shows: each script
+// writes its own parameters (app.js: key, sort, dir, prefix, page; tickets.js: list, ticket, workflow,
+// activity), and reads them back at load and when the browser goes back or forward (popstate).
+const SluiceURL = Object.freeze({
+  params: () => new URLSearchParams(location.search),
+  // write sets names to the pairs of set (the others of names are removed), adding an entry to the
+  // history when push, else replacing the current one.
+  write(names, set, push) {
+    const p = new URLSearchParams(location.search);
+    for (const n of names) p.delete(n);
+    for (const [n, v] of set) p.append(n, v);
+    const q = p.toString(), url = location.pathname + (q ? "?" + q : "") + location.hash;
+    if (url === location.pathname + location.search + location.hash) return;
+    if (push) history.pushState(null, "", url);
+    else history.replaceState(null, "", url);
+  },
+});
 (function () {
   const meta = (n) => document.querySelector('meta[name="' + n + '"]').content;
   const csrf = meta("sluice-csrf");
@@ -303,16 +320,42 @@
   const view = { sort: "key", dir: "asc", prefix: "", page: 1, pages: 1 };
   const opened = [];
   let firstOverview = true;
+  const SORTS = ["key", "queued", "oldest_wait", "use"];
+  const defaultDir = (sort) => sort === "key" ? "asc" : "desc"; // the largest figures first
+  const URL_PARAMS = ["key", "sort", "dir", "prefix", "page"];
+
+  // saveURL writes the view and the open cards into the URL: push for a user's action.
+  function saveURL(push) {
+    const set = opened.map((k) => ["key", k]);
+    if (view.sort !== "key") set.push(["sort", view.sort]);
+    if (view.dir !== defaultDir(view.sort)) set.push(["dir", view.dir]);
+    if (view.prefix) set.push(["prefix", view.prefix]);
+    if (view.page > 1) set.push(["page", String(view.page)]);
+    SluiceURL.write(URL_PARAMS, set, push);
+  }
+
+  // readURL sets the view and the open cards to what the URL names; it reports whether it names keys.
+  function readURL() {
+    const p = SluiceURL.params();
+    view.sort = SORTS.includes(p.get("sort")) ? p.get("sort") : "key";
+    view.dir = ["asc", "desc"].includes(p.get("dir")) ? p.get("dir") : defaultDir(view.sort);
+    view.prefix = p.get("prefix") || "";
+    view.page = Math.max(1, Math.floor(Number(p.get("page"))) || 1);
+    document.getElementById("prefix").value = view.prefix;
+    opened.splice(0, opened.length, ...new Set(p.getAll("key")));
+    return p.has("key");
+  }
   // AUTO_OPEN: a schema of this many keys or fewer opens every card at the first load, as the page
   // did before it had a table.
   const AUTO_OPEN = 12;
   let overviewSeq = 0, cardsSeq = 0;
   const rows = new Map();
 
+  // getJSON reads an answer of the API; a refusal throws its error, with its status and body.
   async function getJSON(url) {
     const r = await fetch(url, { cache: "no-store" });
     const body = await r.json();
-    if (!r.ok) throw new Error(body.error || r.statusText);
+    if (!r.ok) throw Object.assign(new Error(body.error || r.statusText), { status: r.status, body: body });
     return body;
   }
 
@@ -327,14 +370,20 @@
     view.pages = o.pages;
     if (!o.rows.length && view.page > o.pages) { // keys went: go back to the last page
       view.page = o.pages;
+      saveURL(false);
       return loadOverview();
     }
-    if (firstOverview && !view.prefix && o.total <= AUTO_OPEN) {
+    if (firstOverview && !urlKeys && !view.prefix && o.total <= AUTO_OPEN) {
       for (const k of o.rows) if (!opened.includes(k.key)) opened.push(k.key);
+      saveURL(false);
     }
     firstOverview = false;
     drawTable(o);
   }
+
+  // useOf names the limit of a row's use in the sluice command's words: "in-flight tokens", "output
+  // tokens", or an allowance by its spec ("allowance tokens=10000/day").
+  const useOf = (name) => name.startsWith("allowance ") ? name : name === "inflight_tokens" ? "in-flight tokens" : name.replaceAll("_", " ");
 
   function cell(col, text) {
     return el("td", { "data-col": col }, text);
@@ -358,7 +407,7 @@
       set("queued", fmt(k.queued));
       set("oldest_wait", dur(waited(k.oldest_queued, o.now)));
       set("inflight", fmt(k.inflight_count) + (k.max_concurrent ? " / " + fmt(k.max_concurrent) : ""));
-      set("use", k.use > 0 ? Math.round(k.use * 100) + "% " + k.use_of.replace("_", " ") : "–");
+      set("use", k.use > 0 ? Math.round(k.use * 100) + "% " + useOf(k.use_of) : "–");
       const paused = pausedAt(k.paused_until, o.now);
       set("paused", paused ? "until " + new Date(k.paused_until).toLocaleTimeString() : "–");
       tr.classList.toggle("open", opened.includes(k.key));
@@ -388,12 +437,19 @@
     const want = opened.slice();
     let keys = [], writable = false;
     if (want.length) {
-      const s = await getJSON("api/status?" + new URLSearchParams(want.map((k) => ["key", k])));
+      let s;
+      try {
+        s = await getJSON("api/status?" + new URLSearchParams(want.map((k) => ["key", k])));
+      } catch (e) {
+        // A key that is gone is answered 404, naming it: its card closes, and the others are read again.
+        if (e.status !== 404 || !e.body.unknown_keys || seq !== cardsSeq) throw e;
+        for (const k of e.body.unknown_keys) if (opened.includes(k)) opened.splice(opened.indexOf(k), 1);
+        saveURL(false);
+        return loadCards();
+      }
       if (seq !== cardsSeq) return;
       stepS = s.step_s || 10;
       keys = s.keys, writable = s.writable;
-      // A key that is gone is left out of the answer: its card closes.
-      for (const k of want) if (!keys.some((x) => x.configured.key === k)) opened.splice(opened.indexOf(k), 1);
       keys.sort((a, b) => opened.indexOf(a.configured.key) - opened.indexOf(b.configured.key));
     }
     const secs = keys.filter((k) => opened.includes(k.configured.key)).map((k) => section(k, writable));
@@ -407,6 +463,7 @@
 
   async function openCard(key) {
     if (!opened.includes(key)) opened.push(key);
+    saveURL(true);
     if (rows.has(key)) rows.get(key).classList.add("open");
     await refreshNow(loadCards);
     // The cards are below the table: bring the one opened into sight.
@@ -417,6 +474,7 @@
   function closeCard(key) {
     const i = opened.indexOf(key);
     if (i >= 0) opened.splice(i, 1);
+    saveURL(true);
     if (rows.has(key)) rows.get(key).classList.remove("open");
     refreshNow(loadCards);
   }
@@ -447,21 +505,30 @@
     th.querySelector("button").addEventListener("click", () => {
       const col = th.dataset.sort;
       if (view.sort === col) view.dir = view.dir === "asc" ? "desc" : "asc";
-      else view.sort = col, view.dir = col === "key" ? "asc" : "desc"; // the largest figures first
+      else view.sort = col, view.dir = defaultDir(col);
       view.page = 1;
+      saveURL(true);
       refreshNow(loadOverview);
     });
   }
   document.getElementById("prefix").addEventListener("input", (ev) => {
     view.prefix = ev.target.value;
     view.page = 1;
+    saveURL(false); // a key typed is no step back
     refreshNow(loadOverview);
   });
   document.getElementById("prev").addEventListener("click", () => {
-    if (view.page > 1) { view.page--; refreshNow(loadOverview); }
+    if (view.page > 1) { view.page--; saveURL(true); refreshNow(loadOverview); }
   });
   document.getElementById("next").addEventListener("click", () => {
-    if (view.page < view.pages) { view.page++; refreshNow(loadOverview); }
+    if (view.page < view.pages) { view.page++; saveURL(true); refreshNow(loadOverview); }
+  });
+
+  // The URL names the view and the cards at load; back and forward name them again.
+  const urlKeys = readURL();
+  window.addEventListener("popstate", () => {
+    readURL();
+    refreshNow(async () => { await loadOverview(); await loadCards(); });
   });
 
   // Each load starts a refresh after it ends, so that a slow answer never overwrites a newer one.

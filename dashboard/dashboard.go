@@ -3,7 +3,8 @@
 //
 // The page opens on a table of the limit keys, one row per key: its queued tickets, its oldest wait,
 // what is in flight against MaxConcurrent, its largest use of a limit (concurrency, in-flight tokens,
-// or the last minute's requests and tokens against their rates) and its pause. The database sorts it
+// the last minute's requests and tokens against their rates, or an allowance's use of its amount) and
+// its pause. The database sorts it
 // (by key, queued, oldest wait or use: click a header), filters it by key prefix and pages it, 50 keys
 // at a time, so that it stays quick at 10,000 keys and more (GET api/overview, see [Overview]). A
 // click on a key opens its card, and only then are its figures and charts read: requests and tokens
@@ -27,7 +28,13 @@
 // finished one; each limit it draws on, with its room or the dimension that binds, its figures (its
 // allowances' among them), the tickets ahead and when it is ready; the expected admission, or why it
 // cannot be known; and, with [Options.TemporalUIURL], a link to its workflow in Temporal's UI. Both
-// are read when asked, not at every refresh: an explanation reads every queued ticket.
+// are read when asked, not at every refresh: an explanation reads every queued ticket. Its sentences
+// are those of the sluice command's explain, made on the server by the same code and served in the
+// answers' words ([Words], [ListWords]), with the estimate's likely range and the holders that have
+// run longer than any recent run.
+//
+// The page keeps the open cards, the table's order, filter and page, the waiting list and the ticket
+// or workflow explained in its URL's query: a link opens them, and back and forward step through them.
 //
 // It is an [http.Handler] to mount in your own server, under any prefix:
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // Ask a dashboard, from a script, why the activity of a workflow seen in Temporal's UI waits, and
-// when it is expected to run. An unknown workflow is answered 404, a bad parameter 400, each with
+// when it is expected to run, in figures and in the words of sluice explain. An unknown workflow is answered 404, a bad parameter 400, each with
 // {"error": "..."}.
 func ExampleExplained() {
 	q := url.Values{"workflow": {"order-42"}, "activity": {"5"}}
@@ -32,10 +32,14 @@ func ExampleExplained() {
 	for _, t := range x.Tickets {
 		e := t.Explanation // nil once the ticket is admitted
 		if e == nil {
-			fmt.Printf("ticket %d is %s\n", t.Ticket.ID, t.Ticket.State)
+			// What became of it, in sluice explain's words: "admitted at ... after waiting 3s; running, ..."
+			fmt.Printf("ticket %d: %s\n", t.Ticket.ID, t.Words.State)
 			continue
 		}
 		fmt.Printf("ticket %d: place %d in line %s, waits for %q on %s, expected at %v %s\n",
 			t.Ticket.ID, e.Place, e.Line, e.WaitsFor, e.Key, e.Estimate, e.Unknown)
+		// The same in sluice explain's words: "waits for concurrency of tenant:acme (1/1 in flight)",
+		// "in 2m0s (at 12:02:00 UTC) (likely 1m0s to 3m0s, as recent runs vary)".
+		fmt.Printf("  %s\n  expected admission: %s\n", t.Words.Holds, t.Words.Expected)
 	}
 }

@@ -58,7 +58,7 @@ func TestDashboard_LimitHistoryInABrowser(t *testing.T) {
 		VALUES ('openai', date_trunc('second', clock_timestamp()) - interval '2 minutes', 20, 80000)`)
 	require.NoError(t, err)
 
-	l := live{e: e, q: e}
+	l := live{e: e, q: adminOf(t, e, pgqueue.Options{})}
 	_, base := l.server(t, dashboard.Options{AllowWrites: true, Refresh: 200 * time.Millisecond})
 	bctx := browsertest.New(t, 3*time.Minute)
 	require.NoError(t, chromedp.Do(bctx, chromedp.Navigate(base), chromedp.WaitVisible(`section.card[data-key="openai"]`)))

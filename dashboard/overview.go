@@ -103,11 +103,21 @@ func (h *handler) serveOverview(w http.ResponseWriter, r *http.Request) {
 		Pages: max(1, (o.Total+int64(p.Limit)-1)/int64(p.Limit))})
 }
 
-// statusOf reads the status of the keys GET api/status names with key=... (at most maxCardKeys;
-// those that do not exist are left out, so that the card of a key gone closes), or of every key when
-// it names none.
+// statusOf reads the status of the keys GET api/status names with key=... (1 to maxCardKeys). A
+// request that names none is refused: the status of every key is megabytes at 10,000 keys, and
+// api/overview pages them. A key that does not exist is answered 404, with unknown_keys naming those
+// of the keys asked for that do not exist (the page closes their cards).
 func (h *handler) statusOf(ctx context.Context, r *http.Request) ([]pgqueue.KeyStatus, int, error) {
-	keys := r.URL.Query()["key"]
+	v := r.URL.Query()
+	for name := range v {
+		if name != "key" {
+			return nil, http.StatusBadRequest, fmt.Errorf("unknown query parameter %q: use key (key=a&key=b)", name)
+		}
+	}
+	keys := v["key"]
+	if len(keys) == 0 {
+		return nil, http.StatusBadRequest, fmt.Errorf("key is required: api/status?key=a&key=b (at most %d keys; api/overview pages every key)", maxCardKeys)
+	}
 	if len(keys) > maxCardKeys {
 		return nil, http.StatusBadRequest, fmt.Errorf("key must be given at most %d times, got %d", maxCardKeys, len(keys))
 	}
@@ -117,7 +127,10 @@ func (h *handler) statusOf(ctx context.Context, r *http.Request) ([]pgqueue.KeyS
 		}
 	}
 	st, err := h.q.Status(ctx, keys...)
-	if err != nil && !(len(keys) > 0 && errors.Is(err, pgqueue.ErrUnknownLimit)) {
+	if errors.Is(err, pgqueue.ErrUnknownLimit) {
+		return st, http.StatusNotFound, err
+	}
+	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
 	return st, http.StatusOK, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -57,15 +59,15 @@ func newMany(t *testing.T, n int) many {
 	for b := range slices.Chunk(limits, 1000) {
 		require.NoError(t, e.UpsertLimits(ctx, b...))
 	}
-	enqueueAt := func(q *pgqueue.Queue, key string, n int) {
+	enqueueAt := func(q *store.Queue, key string, n int) {
 		for range n {
-			_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{key}, Owner: "worker-a", WorkflowID: "wf-" + key, ActivityType: "Call"})
+			_, err := q.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{key}, Owner: "worker-a", WorkflowID: "wf-" + key, ActivityType: "Call"})
 			require.NoError(t, err)
 		}
 	}
 	enqueueAt(e, m.full, 2)
 	enqueueAt(e, m.third, 3)
-	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := e.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 5)
 	// The waiting lines are written with clocks in the past, and no claim runs after them.
@@ -75,7 +77,7 @@ func newMany(t *testing.T, n int) many {
 		n   int
 		ago time.Duration
 	}{{"user:0003", 2, time.Hour}, {"tenant:00007", 5, 30 * time.Minute}, {m.busiest, 9, 10 * time.Minute}} {
-		past, err := pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema(), Now: func() time.Time { return now.Add(-w.ago) }})
+		past, err := store.New(e.Pool(), store.Options{Schema: e.Schema(), Now: func() time.Time { return now.Add(-w.ago) }})
 		require.NoError(t, err)
 		enqueueAt(past, w.key, w.n)
 	}
@@ -248,8 +250,11 @@ func TestDashboard_Overview(t *testing.T) {
 	t.Run("CardOfOneKey", func(t *testing.T) {
 		var st dashboard.Status
 		code, msg := get(t, base+"api/status?key=tenant:00007&key=gone", &st)
+		require.Equal(t, http.StatusNotFound, code, "a key that does not exist")
+		require.Contains(t, msg, `unknown limit: ["gone"]`)
+		code, msg = get(t, base+"api/status?key=tenant:00007", &st)
 		require.Equal(t, http.StatusOK, code, msg)
-		require.Len(t, st.Keys, 1, "a key that does not exist is left out")
+		require.Len(t, st.Keys, 1)
 		require.Equal(t, "tenant:00007", st.Keys[0].Configured.Key)
 		require.Equal(t, int64(5), st.Keys[0].Queued)
 		require.Len(t, st.Keys[0].Usage, 60)
@@ -272,6 +277,16 @@ func TestDashboard_Overview(t *testing.T) {
 			slices.Sort(took)
 			t.Logf("GET api/overview?%-28s at 10,000 keys: median %v of 5 (min %v, max %v)", q, took[2].Round(100*time.Microsecond),
 				took[0].Round(100*time.Microsecond), took[4].Round(100*time.Microsecond))
+		}
+		// api/status names its keys: what its default request (none named, refused) and a card's cost.
+		for _, q := range []string{"", "?key=tenant:00007", "?key=tenant:00007&key=user:0003&key=tenant:00100&key=user:0005"} {
+			start := time.Now()
+			resp, err := http.Get(base + "api/status" + q)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			t.Logf("GET api/status%-60s at 10,000 keys: %d, %d bytes in %v", q, resp.StatusCode, len(b), time.Since(start).Round(100*time.Microsecond))
 		}
 	})
 }

@@ -30,25 +30,26 @@ const maxWorkflowID = 1000
 
 // KeyTickets is GET api/tickets?key=K[&max=N]: the tickets that draw on the limit K (pgqueue's
 // Tickets, in any line): first those queued, in the order they are expected to be admitted, each with
-// its place among them and what holds it now (waits_for, waits_on); then those running and admitted.
+// its place among them and what holds it now (waits_for, waits_on, and in words, words.holds); then
+// those running and admitted.
 // At most max of them (1 to MaxTickets; DefaultTickets when not given). Now is the database's clock:
 // a queued ticket has waited now less its enqueued_at.
 //
 // A bad parameter is answered 400 with {"error": "..."} naming it and its value; a key that is not a
 // limit, 404.
 type KeyTickets struct {
-	Key     string              `json:"key"`
-	Now     time.Time           `json:"now"`
-	Max     int                 `json:"max"`
-	Tickets []pgqueue.KeyTicket `json:"tickets"`
+	Key     string         `json:"key"`
+	Now     time.Time      `json:"now"`
+	Max     int            `json:"max"`
+	Tickets []ListedTicket `json:"tickets"`
 }
 
 // Explained is GET api/explain: api/explain?id=N explains ticket N; api/explain?workflow=W, with
 // activity=A and namespace=NS to narrow it, the tickets of that workflow (pgqueue's FindTickets: any
 // state, the newest first, at most MaxExplained). Each is a pgqueue.TicketExplanation (ticket, and
 // explanation while it is queued: throttle.Explanation, why it waits limit by limit and when it is
-// expected to be admitted) with the link to its workflow in Temporal's UI when
-// Options.TemporalUIURL is set.
+// expected to be admitted), the same in sluice explain's words (words), and the link to its workflow
+// in Temporal's UI when Options.TemporalUIURL is set.
 //
 // A bad parameter is answered 400 with {"error": "..."} naming it and its value; an unknown ticket,
 // or a workflow with no ticket (a ticket is deleted once its outcome reaches Temporal), 404.
@@ -56,7 +57,8 @@ type Explained struct {
 	Tickets []ExplainedTicket `json:"tickets"`
 }
 
-// ExplainedTicket is one ticket of Explained: its explanation, and TemporalURL, the link to its
+// ExplainedTicket is one ticket of Explained: its explanation; Words, the explanation in the
+// sentences sluice explain prints, which the page shows; and TemporalURL, the link to its
 // workflow in Temporal's UI (Options.TemporalUIURL filled in), left out when no template is set or
 // the ticket lacks a value the template names.
 //
@@ -65,9 +67,10 @@ type Explained struct {
 // its limits has allowances. A limit that waits for a spent allowance names it in its spent
 // (throttle.LimitWait), and the explanation's refused is the spent allowance for which the next claim
 // refuses the ticket. Refusal is why a claim refused a finished ticket (outcome_kind "refused"): the
-// limit and its spent allowance, the error its activity fails with.
+// limit and its spent allowance, as the detail of the error its activity fails with (throttle.Refusal).
 type ExplainedTicket struct {
 	pgqueue.TicketExplanation
+	Words       Words                     `json:"words"`
 	TemporalURL string                    `json:"temporal_url,omitempty"`
 	Allowances  map[string][]AllowanceUse `json:"allowances,omitempty"`
 	Refusal     *pgqueue.Refusal          `json:"refusal,omitempty"`
@@ -120,10 +123,7 @@ func (h *handler) serveTickets(w http.ResponseWriter, r *http.Request) {
 		h.failKey(w, err)
 		return
 	}
-	if ts == nil {
-		ts = []pgqueue.KeyTicket{}
-	}
-	writeJSON(w, http.StatusOK, KeyTickets{Key: key, Now: now, Max: n, Tickets: ts})
+	writeJSON(w, http.StatusOK, KeyTickets{Key: key, Now: now, Max: n, Tickets: listed(ts)})
 }
 
 // parseExplain reads and checks the query of GET api/explain: a ticket's ID, or a workflow to find.
@@ -193,7 +193,7 @@ func (h *handler) serveExplain(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, http.StatusInternalServerError, err)
 			return
 		}
-		out.Tickets = append(out.Tickets, ExplainedTicket{TicketExplanation: e, TemporalURL: temporalURL(h.opts.TemporalUIURL, e.Ticket),
+		out.Tickets = append(out.Tickets, ExplainedTicket{TicketExplanation: e, Words: wordsOf(e), TemporalURL: temporalURL(h.opts.TemporalUIURL, e.Ticket),
 			Allowances: allowanceUses(e.Ticket, e.Explanation), Refusal: refusalOf(e.Ticket)})
 	}
 	if len(out.Tickets) == 0 {

@@ -1,8 +1,8 @@
 // Sluice's dashboard, the ticket view: a key's waiting list (api/tickets), opened from the key's card;
 // a ticket's explanation (api/explain), opened from the list or found by workflow ID. Both are read
 // when asked, not at every refresh: an explanation reads every queued ticket. Pages are built from
-// DOM nodes and textContent only: workflow IDs and keys are user data. No dependencies but
-// allowances.js (SluiceAllowances), loaded before it.
+// DOM nodes and textContent only: workflow IDs and keys are user data. No dependencies but app.js's
+// SluiceURL.
 "use strict";
 (function () {
   const cards = document.getElementById("cards");
@@ -19,9 +19,10 @@
   const fmt = (n) => Number(n || 0).toLocaleString("en-US", { maximumFractionDigits: 1 });
   const dur = (s) => s < 60 ? s.toFixed(1) + " s" : s < 3600 ? (s / 60).toFixed(1) + " min" : (s / 3600).toFixed(1) + " h";
   const secs = (a, b) => (new Date(a) - new Date(b)) / 1000;
-  const clock = (t) => new Date(t).toLocaleTimeString();
-  const costText = (input, output) => fmt(input) + " in / " + fmt(output) + " out";
-  const human = (name) => String(name).replaceAll("_", " ");
+  // The words of a ticket and of its explanation are the server's (api/tickets' and api/explain's
+  // words, made by the code that prints sluice explain): the page only lays them out, capitalising a
+  // sentence and ending it with a period.
+  const capital = (s) => s.charAt(0).toUpperCase() + s.slice(1);
 
   async function getJSON(url) {
     const r = await fetch(url, { cache: "no-store" });
@@ -40,7 +41,7 @@
     for (const sec of cards.querySelectorAll(":scope > section.card")) {
       if (sec.querySelector(":scope > button.waiting-list")) continue;
       const b = el("button", { type: "button", class: "waiting-list", "data-action": "tickets" }, "waiting list ›");
-      b.addEventListener("click", () => openList(sec.dataset.key));
+      b.addEventListener("click", () => openList(sec.dataset.key, false));
       sec.append(b);
     }
   }
@@ -60,9 +61,54 @@
 
   let listKey = "", listSeq = 0, selected = 0;
 
-  async function openList(key) {
+  // The views open are kept in the page's URL (SluiceURL, app.js): list (the key whose waiting list is
+  // open), ticket (the ticket explained) or workflow and activity (the search). A user's action adds
+  // an entry to the history; a load, and back and forward, open what the URL names.
+  const URL_PARAMS = ["list", "ticket", "workflow", "activity"];
+  const shown = { list: "", ask: null };
+
+  function saveURL() {
+    const set = [];
+    if (shown.list) set.push(["list", shown.list]);
+    if (shown.ask && shown.ask.id) set.push(["ticket", shown.ask.id]);
+    else if (shown.ask) {
+      set.push(["workflow", shown.ask.workflow]);
+      if (shown.ask.activity) set.push(["activity", shown.ask.activity]);
+    }
+    SluiceURL.write(URL_PARAMS, set, true);
+  }
+
+  function closeList() {
+    listSeq++, list.hidden = true, shown.list = "";
+  }
+
+  function closeExplanation() {
+    explainSeq++, explained.hidden = true, shown.ask = null;
+    explained.replaceChildren();
+  }
+
+  // restore opens the views the URL names, and closes the others.
+  function restore() {
+    const p = SluiceURL.params();
+    if (p.get("list")) openList(p.get("list"), true);
+    else closeList();
+    let ask = null;
+    if (p.get("ticket")) ask = { id: p.get("ticket") };
+    else if (p.get("workflow")) {
+      ask = { workflow: p.get("workflow") };
+      if (p.get("activity")) ask.activity = p.get("activity");
+    }
+    document.getElementById("find-workflow").value = (ask && ask.workflow) || "";
+    document.getElementById("find-activity").value = (ask && ask.activity) || "";
+    if (ask) openExplanation(ask, ask.id ? Number(ask.id) : 0, true);
+    else closeExplanation(), showError("");
+  }
+
+  // openList opens key's waiting list; fromURL when the URL asks for it (nothing added to the history).
+  async function openList(key, fromURL) {
     const seq = ++listSeq;
-    listKey = key;
+    listKey = key, shown.list = key;
+    if (!fromURL) saveURL();
     try {
       const d = await getJSON("api/tickets?" + new URLSearchParams({ key: key }));
       if (seq !== listSeq) return;
@@ -77,18 +123,6 @@
   // waitedOf is how long ticket t waited for admission, at now while it is queued.
   const waitedOf = (t, now) => secs(t.admitted_at || now, t.enqueued_at);
 
-  // holdsOf is what holds a ticket of the list, in a few words.
-  function holdsOf(t) {
-    if (t.state !== "queued") return t.state;
-    switch (t.waits_for || "") {
-      case "": return "nothing: the next claim admits it";
-      case "not_before": return "its retry's backoff";
-      case "ahead": return "tickets ahead in " + t.waits_on;
-      case "unknown_limit": return t.waits_on + " does not exist";
-      default: return t.waits_on + ": " + human(t.waits_for);
-    }
-  }
-
   function drawList(d) {
     const queued = d.tickets.filter((t) => t.state === "queued").length;
     const title = d.key + ": " + fmt(queued) + " waiting, " + fmt(d.tickets.length - queued) + " admitted or running";
@@ -100,16 +134,16 @@
     for (const t of d.tickets) {
       const tr = el("tr", { "data-ticket": String(t.id), class: t.state + (t.id === selected ? " selected" : "") });
       const open = el("button", { type: "button", class: "ticket", "data-ticket": String(t.id) }, "#" + t.id);
-      open.addEventListener("click", () => openExplanation({ id: String(t.id) }, t.id));
+      open.addEventListener("click", () => openExplanation({ id: String(t.id) }, t.id, false));
       const td = (col, text) => el("td", { "data-col": col }, text);
       const id = td("ticket");
       id.append(open);
       tr.append(td("place", t.place ? fmt(t.place) : "–"), id, td("workflow", t.workflow_id), td("activity_type", t.activity_type),
-        td("waited", dur(waitedOf(t, d.now))), td("cost", costText(t.cost - t.output_cost, t.output_cost)), td("holds", holdsOf(t)));
+        td("waited", dur(waitedOf(t, d.now))), td("cost", t.words.cost), td("holds", t.words.holds));
       tbody.append(tr);
     }
     table.append(thead, tbody);
-    const parts = [head(title, () => openList(listKey), () => { listSeq++; list.hidden = true; }), table];
+    const parts = [head(title, () => openList(listKey, true), () => { closeList(); saveURL(); }), table];
     if (!d.tickets.length) parts.push(el("p", { class: "note" }, "No ticket draws on " + d.key + "."));
     if (d.tickets.length >= d.max) parts.push(el("p", { class: "note" }, "The first " + fmt(d.max) + " are shown, those waiting first."));
     list.replaceChildren(...parts);
@@ -119,23 +153,28 @@
   let explainSeq = 0, lastAsk = null;
 
   // openExplanation reads the explanation of the tickets ask names (api/explain's query: id, or
-  // workflow and activity) and shows them; id is the ticket chosen in the list, marked there.
-  async function openExplanation(ask, id) {
+  // workflow and activity) and shows them; id is the ticket chosen in the list, marked there; fromURL
+  // when the URL asks for it. A failed read clears the explanation shown before: it is not the answer.
+  async function openExplanation(ask, id, fromURL) {
     const seq = ++explainSeq;
-    lastAsk = ask, selected = id || 0;
+    lastAsk = ask, selected = id || 0, shown.ask = ask;
+    if (!fromURL) saveURL();
     for (const tr of list.querySelectorAll("tbody tr")) tr.classList.toggle("selected", Number(tr.dataset.ticket) === selected);
     try {
       const d = await getJSON("api/explain?" + new URLSearchParams(ask));
       if (seq !== explainSeq) return;
       const title = ask.id ? "Ticket #" + ask.id : "Workflow " + ask.workflow + (ask.activity ? ", activity " + ask.activity : "") +
         ": " + fmt(d.tickets.length) + (d.tickets.length === 1 ? " ticket" : " tickets");
-      explained.replaceChildren(head(title, () => openExplanation(lastAsk, selected), () => { explainSeq++; explained.hidden = true; }),
+      explained.replaceChildren(head(title, () => openExplanation(lastAsk, selected, true), () => { closeExplanation(); saveURL(); }),
         ...d.tickets.map(explanation));
       explained.hidden = false;
       showError("");
       explained.scrollIntoView({ block: "nearest" });
     } catch (e) {
-      if (seq === explainSeq) showError((ask.id ? "ticket " + ask.id : "workflow " + ask.workflow) + ": " + e.message);
+      if (seq !== explainSeq) return;
+      explained.replaceChildren();
+      explained.hidden = true;
+      showError((ask.id ? "ticket " + ask.id : "workflow " + ask.workflow) + ": " + e.message);
     }
   }
 
@@ -144,30 +183,37 @@
     const ask = { workflow: document.getElementById("find-workflow").value };
     const activity = document.getElementById("find-activity").value;
     if (activity) ask.activity = activity;
-    openExplanation(ask, 0);
+    openExplanation(ask, 0, false);
   });
+  window.addEventListener("popstate", restore);
+  restore();
 
-  function figure(field, value, label) {
+  function figureBox(field, value, label) {
     const f = el("div", { class: "figure" });
     f.append(el("div", { class: "v", "data-field": field }, value), el("div", { class: "l" }, label));
     return f;
   }
 
-  // explanation is one ticket's view: what holds it, its figures, its limits, its link to Temporal.
+  // sentence is one of the server's sentences as the page shows it: capitalised, with a period.
+  const sentence = (s) => capital(s) + ".";
+
+  // explanation is one ticket's view: what holds it (or what became of it), its figures, its limits,
+  // its link to Temporal, in the server's words (x.words).
   function explanation(x) {
-    const t = x.ticket, e = x.explanation;
+    const t = x.ticket, e = x.explanation, w = x.words;
     const a = el("article", { class: "explain", "data-ticket": String(t.id) });
     a.append(el("h3", {}, "#" + t.id + " · " + t.workflow_id + " · " + t.activity_type + (t.attempt > 1 ? " (attempt " + t.attempt + ")" : "")));
-    a.append(el("p", { class: "holds", "data-field": "holds" }, e ? holdsSentence(t, e) : stateSentence(t, x.refusal)));
-    if (e && e.refused) a.append(el("p", { class: "refused", "data-field": "refused" }, refusedSentence(t, e)));
+    a.append(el("p", { class: "holds", "data-field": "holds" }, sentence(e ? w.holds : w.state)));
+    if (w.refused) a.append(el("p", { class: "refused", "data-field": "refused" }, sentence(w.refused)));
     const figs = el("div", { class: "figures" });
     figs.append(
-      figure("place", e ? fmt(e.place) + " in line " + e.line : "–", "place"),
-      figure("cost", costText(t.cost - t.output_cost, t.output_cost), "cost"),
-      figure("waited", dur(waitedOf(t, e ? e.now : t.admitted_at || t.enqueued_at)), "waited"),
-      figure("estimate", e ? estimateText(e) : t.state, e ? "expected admission" : "state"));
+      figureBox("place", e ? fmt(e.place) + " in line " + e.line : "–", "place"),
+      figureBox("cost", w.cost, "cost"),
+      figureBox("waited", dur(waitedOf(t, e ? e.now : t.admitted_at || t.enqueued_at)), "waited"),
+      figureBox("estimate", e ? w.expected : t.state, e ? "expected admission" : "state"));
     a.append(figs);
-    if (e) a.append(limitsTable(e, x.allowances || {}));
+    if (w.expires) a.append(el("p", { class: "refused", "data-field": "expires" }, sentence(w.expires)));
+    if (e) a.append(limitsTable(e, w.limits || []));
     if (x.temporal_url && /^https?:\/\//i.test(x.temporal_url)) {
       a.append(el("a", { href: x.temporal_url, target: "_blank", rel: "noopener noreferrer", class: "temporal", "data-field": "temporal" },
         "Open the workflow in Temporal's UI ↗"));
@@ -175,104 +221,24 @@
     return a;
   }
 
-  function stateSentence(t, refusal) {
-    if (t.state === "finished" && refusal) {
-      return "Refused at " + clock(t.finished_at) + ": " + SluiceAllowances.refusalText(refusal, t.finished_at) +
-        ". Its activity fails with this, not retried, once the outcome is delivered to Temporal.";
-    }
-    const waited = " after waiting " + dur(waitedOf(t, t.admitted_at)) + ".";
-    switch (t.state) {
-      case "admitted": return "Admitted at " + clock(t.admitted_at) + waited + " It holds its limits while its worker starts it.";
-      case "running": return "Running since " + clock(t.admitted_at) + waited;
-      case "finished": return "Finished at " + clock(t.finished_at) + ": its outcome waits to be delivered to Temporal.";
-      default: return "Handed back to Temporal for a retry, which takes its place in line.";
-    }
-  }
-
-  // holdsSentence says in one sentence what holds a queued ticket (throttle.Explanation's waits_for).
-  function holdsSentence(t, e) {
-    switch (e.waits_for || "") {
-      case "": return "Nothing holds it: every limit has room and nothing is ahead, so the next claim admits it.";
-      case "not_before": return "Its retry's backoff holds it until " + clock(t.not_before) + ".";
-      case "ahead": return "Every limit has room for it, but " + fmt(e.place - 1) + (e.place === 2 ? " ticket" : " tickets") + " ahead of it in line " + e.line + " go first.";
-      case "unknown_limit": return "It draws on " + e.key + ", a limit that does not exist: no claim admits it until it is set.";
-    }
-    const w = e.limits.find((l) => l.key === e.key);
-    if (e.waits_for === "allowance" && w && w.spent) {
-      return "Waits for " + SluiceAllowances.spentWhy(e.key, w.spent, e.now) + (w.ahead ? "; " + fmt(w.ahead) + (w.ahead === 1 ? " ticket" : " tickets") + " ahead of it there." : ".");
-    }
-    const what = e.waits_for === "paused" ? "pause" : human(e.waits_for) + " limit";
-    return "Held by " + e.key + "'s " + what + (w ? ": " + binding(w, e) : "") + ".";
-  }
-
-  const level = (b) => (b && b.level) || 0;
-
-  // binding gives the figures of the dimension by which limit w refuses the ticket of e.
-  function binding(w, e) {
-    const l = w.limit, s = w.state, c = e.cost || {}, total = (c.input || 0) + (c.output || 0);
-    const until = w.retry_at ? ", enough at " + clock(w.retry_at) : "";
-    switch (w.reason) {
-      case "concurrency": return fmt(s.inflight_count) + " of " + fmt(l.max_concurrent) + " slots taken";
-      case "inflight_tokens": return fmt(s.inflight_tokens) + " of " + fmt(l.max_inflight_tokens) + " in-flight tokens reserved, and it needs " + fmt(total);
-      case "rate": return fmt(level(s.requests)) + " of " + fmt(l.burst) + " requests in the bucket at " + fmt(l.requests_per_second) + "/s" + until;
-      case "tokens": return fmt(level(s.tokens)) + " tokens left at " + fmt(l.tokens_per_minute) + "/min, and it needs " + fmt(total) + until;
-      case "input_tokens": return fmt(level(s.input_tokens)) + " input tokens left at " + fmt(l.input_tokens_per_minute) + "/min, and it needs " + fmt(c.input) + until;
-      case "output_tokens": return fmt(level(s.output_tokens)) + " output tokens left at " + fmt(l.output_tokens_per_minute) + "/min, and it needs " + fmt(c.output) + until;
-      case "paused": return "paused until " + clock(s.paused_until);
-      case "allowance": if (w.spent) return SluiceAllowances.spentWhy(w.key, w.spent, e.now);
-    }
-    return human(w.reason);
-  }
-
-  // refusedSentence says that the next claim refuses the ticket of e for a spent allowance, and why.
-  function refusedSentence(t, e) {
-    const sp = e.refused, w = e.limits.find((l) => l.spent && SluiceAllowances.sameAllowance(l.spent.allowance, sp.allowance));
-    return "It will be refused: " + SluiceAllowances.spentWhy(w ? w.key : "its limit", sp, e.now) +
-      "; the next claim fails its activity (" + SluiceAllowances.refusedWhy(sp, t.deadline, e.now) + ").";
-  }
-
-  // figuresOf lists every dimension limit w sets, with its use at the explanation's instant, and its
-  // allowances (uses: api/explain's allowances of w's key).
-  function figuresOf(w, now, uses) {
-    const l = w.limit, s = w.state, parts = [];
-    if (l.max_concurrent) parts.push("slots " + fmt(s.inflight_count) + " / " + fmt(l.max_concurrent));
-    if (l.max_inflight_tokens) parts.push("in-flight tokens " + fmt(s.inflight_tokens) + " / " + fmt(l.max_inflight_tokens));
-    if (l.requests_per_second) parts.push("requests " + fmt(level(s.requests)) + " / " + fmt(l.burst) + " at " + fmt(l.requests_per_second) + "/s");
-    if (l.tokens_per_minute) parts.push("tokens " + fmt(level(s.tokens)) + " / " + fmt(l.token_burst) + " at " + fmt(l.tokens_per_minute) + "/min");
-    if (l.input_tokens_per_minute) parts.push("input tokens " + fmt(level(s.input_tokens)) + " / " + fmt(l.input_token_burst) + " at " + fmt(l.input_tokens_per_minute) + "/min");
-    if (l.output_tokens_per_minute) parts.push("output tokens " + fmt(level(s.output_tokens)) + " / " + fmt(l.output_token_burst) + " at " + fmt(l.output_tokens_per_minute) + "/min");
-    if (s.paused_until && new Date(s.paused_until) > new Date(now)) parts.push("paused until " + clock(s.paused_until));
-    for (const u of uses || []) parts.push(SluiceAllowances.useOf(u));
-    return parts.length ? parts.join(" · ") : "no limit set";
-  }
-
-  // when is an instant the explanation estimates, or why it is not known.
-  function when(at, unknown, now) {
-    if (!at) return "not known: " + (unknown || "no estimate");
-    const s = secs(at, now);
-    return s < 0.5 ? "now" : clock(at) + ", in " + dur(s);
-  }
-
-  function estimateText(e) {
-    if (e.refused) return "none: the next claim refuses it";
-    const s = when(e.estimate, e.unknown, e.now);
-    return e.expires ? s + ": past its deadline, Temporal is expected to time it out first" : s;
-  }
-
-  // limitsTable has a row per limit the ticket draws on, in the order a claim checks them.
-  function limitsTable(e, allowances) {
+  // limitsTable has a row per limit the ticket draws on, in the order a claim checks them (the
+  // server's words of each): its room ("yes", or the dimension that refuses), its figures, the
+  // tickets ahead (and held back elsewhere), and when it is ready, with the holders that have run
+  // longer than any recent run.
+  function limitsTable(e, limits) {
     const table = el("table", { class: "limits" });
     const hr = el("tr"), thead = el("thead"), tbody = el("tbody");
     for (const c of ["limit", "room", "figures", "tickets ahead", "ready"]) hr.append(el("th", {}, c));
     thead.append(hr);
-    for (const w of e.limits) {
+    for (const w of limits) {
       const tr = el("tr", { "data-key": w.key, class: w.key === e.key ? "binds" : "" });
-      const ahead = w.ahead ? fmt(w.ahead) + " (" + costText(w.ahead_cost.input, w.ahead_cost.output) + ")" : "0";
+      const readyCell = el("td", { "data-col": "ready" });
+      readyCell.append(el("span", { "data-field": "ready" }, w.ready));
+      if (w.overdue) readyCell.append(el("div", { class: "note", "data-field": "overdue" }, capital(w.overdue)));
       tr.append(el("td", { "data-col": "key" }, w.key + (w.key === e.line ? " (its line)" : "")),
-        el("td", { "data-col": "room" }, w.room ? "room" : "no: " + human(w.reason)),
-        el("td", { "data-col": "figures" }, figuresOf(w, e.now, allowances[w.key])),
-        el("td", { "data-col": "ahead" }, ahead),
-        el("td", { "data-col": "ready" }, when(w.ready_at, w.unknown, e.now)));
+        el("td", { "data-col": "room" }, w.room),
+        el("td", { "data-col": "figures" }, w.figures),
+        el("td", { "data-col": "ahead" }, w.ahead), readyCell);
       tbody.append(tr);
     }
     table.append(thead, tbody);

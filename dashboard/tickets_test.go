@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/dashboard"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
+	"github.com/sluicehq/sluice/internal/words"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -41,20 +43,20 @@ func newHeld(t *testing.T) held {
 	require.NoError(t, e.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 20, TokensPerMinute: 90_000},
 		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 1}))
 	h := held{workflows: [3]string{"order-1", "order-2", "order/3 <b>ü</b>"}}
-	earlier, err := e.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Owner: "worker-a",
+	earlier, err := e.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Owner: "worker-a",
 		Namespace: "default", WorkflowID: "earlier", ActivityID: "1", ActivityType: "Summarize", Attempt: 1})
 	require.NoError(t, err)
-	res, err := e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := e.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
-	require.NoError(t, e.Complete(ctx, pgqueue.CompleteParams{TicketID: earlier.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
+	require.NoError(t, e.Complete(ctx, store.CompleteParams{TicketID: earlier.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
 	ds, err := e.TakeDeliveries(ctx, 10, time.Minute)
 	require.NoError(t, err)
 	for _, d := range ds {
 		require.NoError(t, e.Delivered(ctx, d.ID))
 	}
 	for i, wf := range h.workflows {
-		p := pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500, OutputCost: 200, Owner: "worker-a",
+		p := store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 500, OutputCost: 200, Owner: "worker-a",
 			Namespace: "default", WorkflowID: wf, RunID: "run-" + strconv.Itoa(i+1), ActivityID: "1", ActivityType: "Summarize", Attempt: 1}
 		if i == 0 {
 			p.RunID = "" // a ticket written without its run ID gets no link to Temporal
@@ -64,7 +66,7 @@ func newHeld(t *testing.T) held {
 		require.NoError(t, err)
 		h.ids[i] = tk.ID
 	}
-	res, err = e.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err = e.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1, "the tenant's one slot")
 	h.q, err = pgqueue.New(e.Pool(), pgqueue.Options{Schema: e.Schema()})
@@ -138,6 +140,11 @@ func TestDashboard_Tickets(t *testing.T) {
 	require.Equal(t, throttle.Cost{Input: 300, Output: 200}, kt.Tickets[1].Reserved())
 	require.Contains(t, body, `"place":2`, "the command's JSON names")
 	require.Contains(t, body, `"waits_on":"tenant:acme"`)
+	// In the words of sluice tickets, which the page shows.
+	for i, want := range []string{"concurrency of tenant:acme", "concurrency of tenant:acme", "running"} {
+		require.Equal(t, want, kt.Tickets[i].Words.Holds, "ticket %d", i)
+	}
+	require.Equal(t, "300 in + 200 out", kt.Tickets[1].Words.Cost)
 
 	code, body = getAnswer(t, base+"api/tickets?key=tenant:acme&max=1", &kt)
 	require.Equal(t, http.StatusOK, code, body)
@@ -173,6 +180,22 @@ func TestDashboard_Explain(t *testing.T) {
 	require.Equal(t, 1, e.Limits[1].Ahead)
 	require.Empty(t, e.Unknown)
 	require.True(t, e.Estimate.After(e.Now), "an expected admission, after the slot's holder and the ticket ahead")
+	// The same in sluice explain's words, made by the code that prints them (package words).
+	w := x.Words
+	require.Equal(t, words.Holds(*e, x.Ticket), w.Holds)
+	require.Regexp(t, `^waits for concurrency of tenant:acme \(1/1 in flight\); 1 ticket ahead of it there; `+
+		`(1 ticket holding it has been running since [:\d]+ UTC \([^)]+\), longer than any recent run, so it is expected to end by its deadline at the latest; )?`+
+		`other limits hold back 1 ticket before it in openai: it does not wait for them$`, w.Holds)
+	require.Equal(t, words.Expected(*e), w.Expected)
+	require.Empty(t, w.State, "queued")
+	require.Equal(t, "300 in + 200 out", w.Cost)
+	require.Equal(t, []string{"openai", "tenant:acme"}, []string{w.Limits[0].Key, w.Limits[1].Key})
+	require.Equal(t, []string{"yes", "concurrency"}, []string{w.Limits[0].Room, w.Limits[1].Room})
+	require.Equal(t, "concurrency 1/1", w.Limits[1].Figures)
+	require.Equal(t, "1 (300 in + 200 out)", w.Limits[1].Ahead)
+	require.Equal(t, "0 +1 held elsewhere", w.Limits[0].Ahead)
+	require.Equal(t, "now", w.Limits[0].Ready)
+	require.Equal(t, words.Ready(e.Limits[1], e.Now), w.Limits[1].Ready)
 	require.Equal(t, "http://localhost:8233/namespaces/default/workflows/order%2F3%20%3Cb%3E%C3%BC%3C%2Fb%3E/run-3/history", x.TemporalURL,
 		"the values path-escaped")
 
@@ -190,6 +213,8 @@ func TestDashboard_Explain(t *testing.T) {
 	require.Len(t, ex.Tickets, 1)
 	require.Equal(t, pgqueue.TicketStateRunning, ex.Tickets[0].Ticket.State)
 	require.Nil(t, ex.Tickets[0].Explanation)
+	require.Regexp(t, `^admitted at [-\d]+ [:\d]+ UTC after waiting [\dhmsµ.]+; running, it holds its limits until it finishes$`, ex.Tickets[0].Words.State)
+	require.Empty(t, ex.Tickets[0].Words.Holds)
 	require.Empty(t, ex.Tickets[0].TemporalURL)
 	require.NotContains(t, body, "temporal_url")
 

@@ -105,8 +105,9 @@ func TestPlugin_SpentAllowanceRefusesWithItsReset(t *testing.T) {
 	require.NotNil(t, res.Refused)
 	r := *res.Refused
 	start, end := spend.Window(r.WindowStart)
-	require.Equal(t, sluiceactivity.AllowanceSpent{Limit: "tenant:free", Allowance: "usd=0.005/day", Meter: throttle.MeterMoney,
-		Currency: "USD", Used: 3_800, Amount: 5_000, Needs: 2_000, ResetAt: end.UTC(), WindowStart: start.UTC(), WindowEnd: end.UTC()}, r)
+	require.False(t, r.Deadline.IsZero(), "the call's deadline (ScheduleToClose) travels with the refusal")
+	require.Equal(t, sluiceactivity.AllowanceSpent{Limit: "tenant:free", Spent: throttle.Spent{Allowance: spend, Used: 3_800, Needs: 2_000,
+		ResetAt: end.UTC(), WindowStart: start.UTC(), WindowEnd: end.UTC(), Deadline: r.Deadline}}, r)
 
 	// The workflow's history has the one failed attempt, with the message an operator reads.
 	var failure *temporal.ApplicationError
@@ -125,6 +126,7 @@ func TestPlugin_SpentAllowanceRefusesWithItsReset(t *testing.T) {
 		}
 	}
 	require.NotNil(t, failure)
+	requireSettled(t, ctx, e.q) // the calls' completions commit after the workflow hears them
 	st, err := e.q.LimitStatus(ctx, "tenant:free")
 	require.NoError(t, err)
 	require.Equal(t, int64(3_800), st.Allowances[0].Used, "four calls reconciled to what they cost")
@@ -149,7 +151,7 @@ func TestPlugin_DeadlineBeforeTheResetIsRefused(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &res))
 	require.Equal(t, 1, res.Done)
 	require.NotNil(t, res.Refused, "refused, not timed out")
-	require.Equal(t, "requests=1/24h", res.Refused.Allowance)
+	require.Equal(t, "requests=1/24h", res.Refused.Allowance.String())
 	require.Equal(t, int64(1), res.Refused.Used)
 	require.Greater(t, res.Refused.ResetAt.Sub(time.Now()), 23*time.Hour)
 	require.Equal(t, int64(1), a.attempts.Load())

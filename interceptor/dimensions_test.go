@@ -74,7 +74,9 @@ func TestPlugin_InputAndOutputBudgets(t *testing.T) {
 	require.NoError(t, run.Get(ctx, &reserved))
 	require.Equal(t, throttle.Cost{Input: 100, Output: 300}, reserved)
 
-	// The completion's refund is folded in by the next claim (or a status read, as here).
+	// The completion's refund is folded in by the next claim (or a status read, as here), once the
+	// completion has committed.
+	requireSettled(t, ctx, e.q)
 	st, err := e.q.LimitStatus(ctx, "anthropic")
 	require.NoError(t, err)
 	refilled := 0.1*time.Since(start).Seconds() + 0.01

@@ -72,10 +72,10 @@
 // twice in a row: one admitted for it that it never ran is run, one it no longer holds is handed back.
 // See Options.SelfCheckInterval and the metric MetricSelfCheckReconciled.
 //
-// A worker process works within a pool of 2 connections (Options.Pool with MaxConns 2) plus the
+// A Plugin works within a pool of 2 connections (Options.Pool with MaxConns 2) plus the one
 // connection it listens for notifications on. Behind a pooler in transaction mode (PgBouncer), set
-// Options.TransactionPooler and give the pool default_query_exec_mode=exec; the process then listens
+// Options.TransactionPooler and give the pool default_query_exec_mode=exec; the plugin then listens
 // on Options.ListenURL, a direct connection, or, without one, polls every PollInterval. Unset over
-// such a pooler, the plugin refuses to start with [ErrTransactionPooler]. The README's "Connections
-// and poolers" sizes Postgres for a fleet.
+// such a pooler, the plugin refuses to start with [ErrTransactionPooler]. docs/connections.md
+// ("Connections and poolers") sizes Postgres for a fleet.
 package interceptor

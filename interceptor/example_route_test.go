@@ -34,7 +34,7 @@ func ExampleNewPlugin_invalidOptions() {
 	routes := map[string]sluiceinterceptor.Route{"Summarize": {Limits: []string{"openai"}}}
 	for _, opts := range []sluiceinterceptor.Options{
 		{Client: c, Limits: limits, Routes: routes},
-		{Pool: pool, Client: c, Limits: limits},
+		{Pool: pool, Client: c, Limits: limits, Routes: map[string]sluiceinterceptor.Route{"": {Limits: []string{"openai"}}}},
 		{Pool: pool, Client: c, Limits: limits, Routes: map[string]sluiceinterceptor.Route{"Summarize": {}}},
 		{Pool: pool, Client: c, Limits: []throttle.Limit{{Key: "openai", Burst: 5}}, Routes: routes},
 		{Pool: pool, Client: c, Limits: limits, Routes: routes, Schema: "Sluice-Prod"},
@@ -47,7 +47,7 @@ func ExampleNewPlugin_invalidOptions() {
 
 	// Output:
 	// sluice: Options.Pool must not be nil
-	// sluice: Options.Routes must route at least one activity type
+	// sluice: Options.Routes has an empty activity type name
 	// sluice: Options.Routes["Summarize"].Limits must name at least one limit
 	// sluice: Options.Limits[0]: throttle: limit "openai": Burst must be 0 when RequestsPerSecond is not set, got 5
 	// sluice: Options.Schema: pgqueue: Schema must match ^[a-z_][a-z0-9_]*$ and be at most 63 bytes, got "Sluice-Prod"

@@ -22,9 +22,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -108,9 +108,9 @@ func TestFaults_BadInput(t *testing.T) {
 			// The message says "Options.pgqueue: Schema must match": see the report.
 			require.ErrorContains(t, err, "Schema must match", "%q", name)
 			require.ErrorContains(t, err, strconv.Quote(name))
-			_, err = pgqueue.New(pool, pgqueue.Options{Schema: name})
+			_, err = store.New(pool, store.Options{Schema: name})
 			require.Error(t, err, "%q", name)
-			_, err = pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: name})
+			_, err = store.Migrate(ctx, pool, store.MigrateOptions{Schema: name})
 			require.ErrorContains(t, err, "Schema must match", "%q", name)
 			cases++
 		}
@@ -127,7 +127,7 @@ func TestFaults_BadInput(t *testing.T) {
 
 	// One worker, shared by the runtime cases below.
 	schema := testdb.Schema(t, pool)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	queue := "q-" + testdb.NewSchemaName()
 	svc := throttle.Limit{Key: "svc", MaxConcurrent: 2, RequestsPerSecond: 50, TokensPerMinute: 60_000}
@@ -238,8 +238,8 @@ func TestFaults_BadInput(t *testing.T) {
 
 	t.Run("BadCost", func(t *testing.T) {
 		for name, want := range map[string]string{
-			"FaultBadCostNegative": fmt.Sprintf(`Routes["FaultBadCostNegative"].Cost must return a value in [0, %d], got -1`, pgqueue.MaxCost),
-			"FaultBadCostHuge":     fmt.Sprintf(`Routes["FaultBadCostHuge"].Cost must return a value in [0, %d], got %d`, pgqueue.MaxCost, int64(math.MaxInt64)),
+			"FaultBadCostNegative": fmt.Sprintf(`Routes["FaultBadCostNegative"].Cost must return a value in [0, %d], got -1`, store.MaxCost),
+			"FaultBadCostHuge":     fmt.Sprintf(`Routes["FaultBadCostHuge"].Cost must return a value in [0, %d], got %d`, store.MaxCost, int64(math.MaxInt64)),
 		} {
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: queue, ID: "wf-" + testdb.NewSchemaName()},
 				FaultsOne, faultsOneInput{Activity: name, StartToClose: time.Minute}) // unlimited attempts
@@ -260,10 +260,10 @@ func TestFaults_BadInput(t *testing.T) {
 		t.Cleanup(func() {
 			_, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{fresh}.Sanitize()+` CASCADE`)
 		})
-		first, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: fresh})
+		first, err := store.Migrate(ctx, pool, store.MigrateOptions{Schema: fresh})
 		require.NoError(t, err)
 		require.NotEmpty(t, first.Applied)
-		second, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: fresh})
+		second, err := store.Migrate(ctx, pool, store.MigrateOptions{Schema: fresh})
 		require.NoError(t, err)
 		require.Empty(t, second.Applied, "the second run is a no-op")
 		require.Equal(t, first.Version, second.Version)
@@ -274,7 +274,7 @@ func TestFaults_BadInput(t *testing.T) {
 	var sharedLeft map[string]int                // its tickets left by state
 	t.Run("TwoConfigurationsOneSchema", func(t *testing.T) {
 		shared := testdb.Schema(t, pool)
-		sq, err := pgqueue.New(pool, pgqueue.Options{Schema: shared})
+		sq, err := store.New(pool, store.Options{Schema: shared})
 		require.NoError(t, err)
 		o1 := faultsOptions(pool, c, shared, throttle.Limit{Key: "svc", MaxConcurrent: 2})
 		o2 := faultsOptions(pool, c, shared, throttle.Limit{Key: "svc", MaxConcurrent: 3, RequestsPerSecond: 100}, throttle.Limit{Key: "other", MaxConcurrent: 1})

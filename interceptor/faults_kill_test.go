@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // TestFaults_RandomKills runs one workflow of throttled activities over three worker processes while
@@ -39,7 +39,7 @@ func TestFaults_RandomKills(t *testing.T) {
 	schema := testdb.Schema(t, pool)
 	_, err := pool.Exec(context.Background(), fmt.Sprintf(faultsRunTable, pgx.Identifier{schema}.Sanitize()))
 	require.NoError(t, err)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	queue := "q-" + testdb.NewSchemaName()
 	c := s.Client(t)
@@ -140,8 +140,8 @@ func TestFaults_RandomKills(t *testing.T) {
 		killed = append(killed, k)
 		t.Logf("kill %d: SIGKILL %s %s after start; runs in progress just before: %d; its tickets just after: %v",
 			len(killed), p.name, at.Sub(start).Round(time.Millisecond), running, k.tickets)
-		work, stopWork := notifier.Subscribe(pgqueue.TopicWork())
-		released, stopReleased := notifier.Subscribe(pgqueue.TopicReleased())
+		work, stopWork := notifier.Subscribe(store.TopicWork())
+		released, stopReleased := notifier.Subscribe(store.TopicReleased())
 		recWG.Go(func() {
 			defer stopWork()
 			defer stopReleased()

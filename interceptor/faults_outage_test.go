@@ -20,9 +20,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // faultsProxy forwards TCP connections to target until it is put down, which drops every
@@ -112,7 +112,7 @@ func TestFaults_TemporalOutageDuringCompletion(t *testing.T) {
 	table := pgx.Identifier{schema, "faults_run"}.Sanitize()
 	_, err := pool.Exec(context.Background(), fmt.Sprintf(faultsRunTable, pgx.Identifier{schema}.Sanitize()))
 	require.NoError(t, err)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	queue := "q-" + testdb.NewSchemaName()
 	c := s.Client(t)

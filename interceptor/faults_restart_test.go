@@ -18,10 +18,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/pgcluster"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -51,7 +51,7 @@ func TestFaults_PostgresRestart(t *testing.T) {
 	cfg.ConnConfig.RuntimeParams["application_name"] = "sluice-faults"
 	pool := testdb.PoolWith(t, cfg)
 	schema := testdb.Schema(t, pool)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	c := s.Client(t)
 	queue := "q-" + testdb.NewSchemaName()

@@ -129,6 +129,7 @@ func TestPlugin_ReportedUsageIsReconciled(t *testing.T) {
 	start := time.Now()
 	requireLevel := func(want float64) {
 		t.Helper()
+		requireSettled(t, ctx, e.q)
 		st, err := e.q.LimitStatus(ctx, "llm")
 		require.NoError(t, err)
 		refilled := 0.1 * time.Since(start).Seconds()
@@ -199,6 +200,7 @@ func TestPlugin_HeadersLowerTheRate(t *testing.T) {
 	e.feedbackWorker(t, p, throttle.Limit{Key: "llm", TokensPerMinute: 60_000})
 	began := time.Now()
 	e.callAll(t, ctx, 400)
+	requireSettled(t, ctx, e.q)
 	st, err := e.q.LimitStatus(ctx, "llm")
 	require.NoError(t, err)
 	require.Equal(t, 30_000.0, st.Effective.TokensPerMinute, "learned from the headers, below the configured 60k")

@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/internal/dispatcher"
-	"github.com/sluicehq/sluice/pgqueue"
-	"github.com/sluicehq/sluice/throttle"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 type workerInterceptor struct {
@@ -51,18 +51,16 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 		return nil, temporal.NewApplicationError("sluice: worker is stopping; the activity will be retried on another worker", "SluiceStopping")
 	}
 	ai := activityInfo(info)
-	p, err := a.p.ticketParams(ctx, route, ai, info, in.Args)
+	ip, ep := dispatcher.AttemptParams(info)
+	p, err := a.p.ticketParams(ctx, route, ai, ep, in.Args)
 	if err != nil {
 		return nil, err
 	}
-	inv := dispatcher.NewInvocation(dispatcher.InvocationParams{
-		Key:     dispatcher.InvocationKey(ai.Namespace, ai.WorkflowID, ai.RunID, ai.ActivityID, info.Attempt),
-		Run:     func(ctx context.Context) (any, error) { return a.Next.ExecuteActivity(ctx, in) },
-		Context: ctx, TaskToken: info.TaskToken, Namespace: ai.Namespace, Deadline: info.Deadline,
-		HeartbeatTimeout: info.HeartbeatTimeout, Line: route.Limits[0], Model: route.Model,
-	}, time.Now())
+	ip.Run = func(ctx context.Context) (any, error) { return a.Next.ExecuteActivity(ctx, in) }
+	ip.Context, ip.Line, ip.Model = ctx, route.Limits[0], route.Model
+	inv := dispatcher.NewInvocation(ip, time.Now())
 	switch err := a.p.d.Enqueue(ctx, inv, p); {
-	case errors.Is(err, pgqueue.ErrUnknownLimit):
+	case errors.Is(err, store.ErrUnknownLimit):
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("sluice: route %q: %v", ai.ActivityType, err), "SluiceUnknownLimit", nil)
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, err
@@ -86,38 +84,32 @@ func activityInfo(info activity.Info) ActivityInfo {
 
 // ticketParams runs the route's functions and returns the ticket to write. A mistake in the route's
 // functions is a non-retryable failure naming the route; a database error is retried by Temporal.
-func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo, info activity.Info, args []any) (pgqueue.EnqueueParams, error) {
+func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo, ep store.EnqueueParams, args []any) (store.EnqueueParams, error) {
 	name := ai.ActivityType
 	cost, err := routeCost(name, route, args)
 	if err != nil {
-		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
+		return store.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadCost", nil)
 	}
 	keys, err := p.routeKeys(ctx, name, route, ai, args)
 	var bad *badRouteError
 	switch {
 	case errors.As(err, &bad):
-		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadLimit", nil)
+		return store.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadLimit", nil)
 	case err != nil:
-		return pgqueue.EnqueueParams{}, err // the database: Temporal retries
+		return store.EnqueueParams{}, err // the database: Temporal retries
 	}
-	ep := pgqueue.EnqueueParams{
-		LimitKeys: keys, Cost: cost.Total(), OutputCost: cost.Output, Priority: cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority),
-		Namespace: ai.Namespace, WorkflowID: ai.WorkflowID, RunID: ai.RunID, ActivityID: ai.ActivityID,
-		ActivityType: name, Attempt: int(info.Attempt), TaskToken: info.TaskToken, Deadline: info.Deadline,
-	}
+	ep.LimitKeys, ep.Cost, ep.OutputCost = keys, cost.Total(), cost.Output
+	ep.Priority = cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority)
 	if route.Model != "" && p.opts.Prices != nil {
 		// Validated at NewPlugin: the table prices the model; an estimate too large is the route's.
-		if ep.CostMoney, err = p.opts.Prices.Estimate(route.Model, cost); err == nil && ep.CostMoney > throttle.MaxAllowanceAmount {
-			err = fmt.Errorf("%d micro-units, more than an allowance may hold (%d)", ep.CostMoney, throttle.MaxAllowanceAmount)
-		}
-		if err != nil {
-			return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		if ep.CostMoney, err = admission.EstimateMoney(p.opts.Prices, route.Model, cost); err != nil {
+			return store.EnqueueParams{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"sluice: Routes[%q]: the price of %d input and %d output tokens of %q: %v", name, cost.Input, cost.Output, route.Model, err),
 				"SluiceBadCost", nil)
 		}
 	}
 	if ep.FairnessKey, ep.Weight, err = routeFairness(name, route, ai, args); err != nil {
-		return pgqueue.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)
+		return store.EnqueueParams{}, temporal.NewNonRetryableApplicationError(err.Error(), "SluiceBadRoute", nil)
 	}
 	return ep, nil
 }

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // BenchmarkPlugin_HeldMemory measures the memory a worker spends on each activity it holds while
@@ -27,7 +27,7 @@ func BenchmarkPlugin_HeldMemory(b *testing.B) {
 	c, queue, pool, schema := benchWorkerPool(b, 1_000_000, HeldFanOut)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	admin, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	admin, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(b, err)
 	require.NoError(b, admin.Pause(ctx, "svc", time.Now().Add(time.Hour)))
 

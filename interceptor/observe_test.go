@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -199,13 +199,13 @@ func TestPlugin_TracingAcrossReplicas(t *testing.T) {
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(actCtx, c)
 	activitySpan.End()
-	other, err := pgqueue.New(e.pool, pgqueue.Options{Schema: e.schema}) // another process's engine
+	other, err := store.New(e.pool, store.Options{Schema: e.schema}) // another process's engine
 	require.NoError(t, err)
 	// The other process is alive: its lease is held, or the plugin's hand-back would return its
 	// ticket to Temporal before a claim admits it (as it did on a loaded machine).
 	_, err = other.RenewLease(ctx, "another-process", time.Hour)
 	require.NoError(t, err)
-	_, err = other.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"svc"}, Owner: "another-process", Cost: 7, TraceContext: c["traceparent"]})
+	_, err = other.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"svc"}, Owner: "another-process", Cost: 7, TraceContext: c["traceparent"]})
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool { return len(spansNamed(rec.Ended(), sluiceinterceptor.SpanWait)) == 1 }, time.Minute, 20*time.Millisecond)

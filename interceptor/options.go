@@ -85,7 +85,7 @@ type Route struct {
 	Model string
 }
 
-// Options configures the plugin. Pool, Client and at least one Route are required.
+// Options configures the plugin. Pool and Client are required; Routes name what it throttles.
 type Options struct {
 	// Pool is the Postgres pool Sluice's tables live in. Required.
 	Pool *pgxpool.Pool
@@ -96,7 +96,8 @@ type Options struct {
 	// Limits are upserted when the worker starts: their configuration is replaced, their state kept.
 	// A limit a route names must be here or already in the database.
 	Limits []throttle.Limit
-	// Routes maps activity type names to their limits. Unrouted types run as usual. Required.
+	// Routes maps activity type names to their limits. Unrouted types run as usual. A plugin with no
+	// routes throttles nothing itself: it serves a gate (package gate), or it logs a warning at start.
 	Routes map[string]Route
 	// Prices turns tokens into money for the limits' money allowances (throttle.Allowance with
 	// MeterMoney): the price of each route's Model. Its Currency must be the money allowances'.
@@ -117,8 +118,8 @@ type Options struct {
 	// where a connection's session state does not outlive a transaction. Sluice then keeps none:
 	// it does not LISTEN on Pool (it listens on ListenURL if set, else it polls every
 	// PollInterval), and NewPlugin refuses a Pool that caches prepared statements (pgx's default
-	// QueryExecModeCacheStatement, which PgBouncer before 1.21 cannot follow): add
-	// default_query_exec_mode=exec to its URL. Defaults to false: Pool reaches Postgres directly.
+	// QueryExecModeCacheStatement, which PgBouncer follows only from 1.21 with max_prepared_statements
+	// set, the default from 1.24): add default_query_exec_mode=exec to its URL. Defaults to false: Pool reaches Postgres directly.
 	// Left false over a transaction pooler, the plugin refuses to start with ErrTransactionPooler:
 	// when the first worker starts, it reads pg_backend_pid() on one of Pool's connections in two
 	// transactions, and, when the backend PID reported at connect is not that one (a pooler's), on
@@ -128,7 +129,8 @@ type Options struct {
 	// ListenURL, when set, is the connection string of a direct connection to Postgres (not through
 	// a pooler) on which this process listens for notifications, in place of a connection taken
 	// from Pool. With TransactionPooler it brings back notifications (work is found in milliseconds
-	// rather than at the next poll) for one direct connection per process. Defaults to "".
+	// rather than at the next poll) for one direct connection per Plugin, held from its first
+	// worker's start to its last one's stop. Defaults to "".
 	ListenURL string
 	// HeartbeatInterval is how often queued tickets (and running activities without a
 	// HeartbeatTimeout) are heartbeated to Temporal, which is also how soon a cancellation reaches
@@ -213,9 +215,6 @@ func (o Options) validate() error {
 	if o.Client == nil {
 		return errors.New("sluice: Options.Client must not be nil")
 	}
-	if len(o.Routes) == 0 {
-		return errors.New("sluice: Options.Routes must route at least one activity type")
-	}
 	if o.Prices != nil {
 		if err := o.Prices.Validate(); err != nil {
 			return fmt.Errorf("sluice: Options.Prices: %w", err)
@@ -280,19 +279,20 @@ func (o Options) validate() error {
 }
 
 // dispatcherConfig is the dispatcher's share of the options, which withDefaults and validate have
-// made complete and valid.
+// made complete and valid. Every field of Options but Routes is one of the dispatcher's Tunables, of
+// the same name and type: TestOptions_Tunables holds this literal to that.
 func (o Options) dispatcherConfig(owner string) dispatcher.Config {
 	routes := make(map[string][]string, len(o.Routes))
 	for name, r := range o.Routes {
 		routes[name] = r.Limits
 	}
-	return dispatcher.Config{
-		Pool: o.Pool, Schema: o.Schema, Limits: o.Limits, Routes: routes, Prices: o.Prices, TransactionPooler: o.TransactionPooler,
-		ListenURL: o.ListenURL, Client: o.Client, Owner: owner, Identity: o.Identity, MaxHeld: o.MaxHeld,
-		ClaimBatch: o.ClaimBatch, LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, HeartbeatInterval: o.HeartbeatInterval,
-		MinRemaining: o.MinRemaining, SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter, Now: o.Clock,
-		FailureConverter: o.FailureConverter, Logger: o.Logger, TracerProvider: o.TracerProvider, MetricsHandler: o.MetricsHandler,
-	}
+	return dispatcher.Config{Owner: owner, Routes: routes, Tunables: dispatcher.Tunables{
+		Pool: o.Pool, Client: o.Client, Schema: o.Schema, Limits: o.Limits, Prices: o.Prices, MaxHeld: o.MaxHeld,
+		LeaseTTL: o.LeaseTTL, PollInterval: o.PollInterval, TransactionPooler: o.TransactionPooler, ListenURL: o.ListenURL,
+		HeartbeatInterval: o.HeartbeatInterval, MinRemaining: o.MinRemaining, ClaimBatch: o.ClaimBatch,
+		SelfCheckInterval: o.SelfCheckInterval, DataConverter: o.DataConverter, FailureConverter: o.FailureConverter,
+		Identity: o.Identity, Logger: o.Logger, TracerProvider: o.TracerProvider, Clock: o.Clock, MetricsHandler: o.MetricsHandler,
+	}}
 }
 
 // validateModel checks route r's Model against Prices: a model needs a price table that prices it.

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"sync/atomic"
 
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sluicehq/sluice/internal/dispatcher"
+	"github.com/sluicehq/sluice/internal/pluginhost"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -25,6 +27,8 @@ type Plugin struct {
 	opts  Options
 	owner string
 	d     *dispatcher.Dispatcher
+	q     *pgqueue.Queue
+	gates atomic.Int32 // gates hosted on the plugin (package gate)
 
 	mu      sync.Mutex
 	running int
@@ -48,6 +52,10 @@ func NewPlugin(opts Options) (*Plugin, error) {
 		return nil, err
 	}
 	p.d = d
+	p.q, err = pgqueue.New(opts.Pool, pgqueue.Options{Schema: opts.Schema, Now: opts.Clock})
+	if err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -57,9 +65,9 @@ func (p *Plugin) Name() string { return PluginName }
 // Owner returns the owner ID this plugin writes into its tickets.
 func (p *Plugin) Owner() string { return p.owner }
 
-// Queue returns the plugin's one queue, the dispatcher's: the administration of its schema (limits
-// read, changed at runtime, paused and resumed), the read model (Status, Tickets) and Verify.
-func (p *Plugin) Queue() *pgqueue.Queue { return p.d.Queue() }
+// Queue returns the administration of the plugin's schema (limits read, changed at runtime, paused
+// and resumed), its read model (Status, Tickets, Explain) and Verify, over the plugin's pool.
+func (p *Plugin) Queue() *pgqueue.Queue { return p.q }
 
 // ConfigureWorker adds the activity interceptor.
 func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWorkerOptions) error {
@@ -74,6 +82,9 @@ func (p *Plugin) ConfigureWorker(ctx context.Context, o worker.PluginConfigureWo
 func (p *Plugin) StartWorker(ctx context.Context, o worker.PluginStartWorkerOptions, next func(context.Context, worker.PluginStartWorkerOptions) error) error {
 	p.mu.Lock()
 	if p.running == 0 {
+		if len(p.opts.Routes) == 0 && p.gates.Load() == 0 {
+			p.opts.Logger.Warn("sluice: the plugin routes no activity type and hosts no gate: it throttles nothing (set Options.Routes)")
+		}
 		if err := p.d.Start(ctx); err != nil {
 			p.mu.Unlock()
 			return err
@@ -105,5 +116,16 @@ func (p *Plugin) stopOne(ctx context.Context) {
 	p.running--
 	if p.running == 0 {
 		p.d.Stop(ctx)
+	}
+}
+
+func init() {
+	pluginhost.Of = func(plugin any) (pluginhost.Host, bool) {
+		p, ok := plugin.(*Plugin)
+		if !ok || p == nil || p.d == nil {
+			return pluginhost.Host{}, false
+		}
+		return pluginhost.Host{Dispatcher: p.d, Client: p.opts.Client, Prices: p.opts.Prices, Owner: p.owner,
+			Logger: p.opts.Logger, Attach: func() { p.gates.Add(1) }}, true
 	}
 }

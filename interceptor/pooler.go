@@ -12,8 +12,8 @@ import (
 // ErrTransactionPooler is returned, wrapped, by the plugin's start (Plugin.StartWorker, so
 // worker.Start and worker.Run) when Options.Pool goes through a pooler in transaction mode, such as
 // PgBouncer with pool_mode = transaction, and Options.TransactionPooler is not set. Test for it with
-// errors.Is; the message says what showed the pooler and how to configure Sluice for it (the README's
-// "Connections and poolers"). The check needs no failure to happen first: it compares the Postgres
+// errors.Is; the message says what showed the pooler and how to configure Sluice for it
+// (docs/connections.md, "Connections and poolers"). The check needs no failure to happen first: it compares the Postgres
 // backends that serve the pool's connections (see Options.TransactionPooler).
 var ErrTransactionPooler = dispatcher.ErrTransactionPooler
 

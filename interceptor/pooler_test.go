@@ -14,11 +14,11 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/pgbouncer"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -207,7 +207,7 @@ func TestPlugin_RefusesAnUndeclaredTransactionPooler(t *testing.T) {
 		// its server connection, as an earlier worker does: the plugin's own migration then met
 		// them (SQLSTATE 42P05, "already exists") at start.
 		earlier := poolOf2(t, pool.Config().ConnString())
-		_, err := pgqueue.Migrate(context.Background(), earlier, pgqueue.MigrateOptions{Schema: b.opts.Schema})
+		_, err := store.Migrate(context.Background(), earlier, store.MigrateOptions{Schema: b.opts.Schema})
 		require.NoError(t, err)
 		earlier.Close()
 		b.opts.Pool = pool

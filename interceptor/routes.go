@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -91,7 +92,7 @@ func routeFairness(name string, r Route, ai ActivityInfo, args []any) (key strin
 	key, weight = r.FairnessKey(ai, args), 1
 	if r.Weight != nil {
 		weight = r.Weight(key)
-		if err := throttle.ValidateWeight(weight); err != nil {
+		if err := admit.ValidateWeight(weight); err != nil {
 			return "", 0, fmt.Errorf("sluice: Routes[%q].Weight(%q): %w", name, key, err)
 		}
 	}

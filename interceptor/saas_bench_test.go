@@ -259,6 +259,7 @@ func checkSaaS(tb testing.TB, ctx context.Context, e *env, shape saasShape, m *s
 	require.LessOrEqual(tb, o.peakAPI, shape.apiMax, "the line api's MaxConcurrent")
 	require.Equal(tb, shape.activities, o.ran, "every activity ran")
 	requireHealthy(tb, e.q)
+	requireSettled(tb, ctx, e.q) // the last completions commit after their workflows heard them
 	var left int
 	require.NoError(tb, e.pool.QueryRow(ctx, `SELECT count(*) FROM `+e.schema+`.sluice_ticket WHERE state IN ('queued', 'admitted', 'running')`).Scan(&left))
 	require.Zero(tb, left, "no ticket is left queued, admitted or running")

@@ -27,11 +27,11 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/pgcluster"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -313,7 +313,7 @@ func TestSoak(t *testing.T) {
 	table := pgx.Identifier{schema, "soak_run"}.Sanitize()
 	_, err = pool.Exec(context.Background(), fmt.Sprintf(soakRunTable, pgx.Identifier{schema}.Sanitize()))
 	require.NoError(t, err)
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	proxy, err := faultproxy.Start(hostPort(cfg))
 	require.NoError(t, err)
@@ -539,7 +539,7 @@ type soakResult struct {
 // soakReport checks the database after the soak: the queue (Verify clean, nothing unfinished), the
 // runs each activity's body made and why those that ran more than once did, and every window of
 // every limit.
-func soakReport(t *testing.T, ctx context.Context, pool *pgxpool.Pool, q *pgqueue.Queue, schema string, killed map[string]time.Time) soakResult {
+func soakReport(t *testing.T, ctx context.Context, pool *pgxpool.Pool, q *store.Queue, schema string, killed map[string]time.Time) soakResult {
 	t.Helper()
 	res := soakResult{repeats: map[string]int{}}
 	res.states = faultsCheckQueue(t, ctx, q, pool)

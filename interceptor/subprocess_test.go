@@ -1,7 +1,6 @@
 package interceptor_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,9 +27,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/testkit/testenv"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -268,27 +268,6 @@ func (l *ledger) inFlight(proc string) []string {
 	return out
 }
 
-// lineWriter calls fn with each complete line written to it.
-type lineWriter struct {
-	mu  sync.Mutex
-	buf []byte
-	fn  func(string)
-}
-
-func (w *lineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		w.fn(string(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-}
-
 // workerProc is a worker subprocess.
 type workerProc struct {
 	name   string
@@ -317,7 +296,7 @@ func startWorkerProc(t *testing.T, name string, l *ledger, env ...string) *worke
 	p := &workerProc{name: name, ready: make(chan struct{}), exited: make(chan struct{})}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, envWorker+"=1", envName+"="+name)...)
-	cmd.Stdout = &lineWriter{fn: func(line string) {
+	cmd.Stdout = &testenv.LineWriter{Func: func(line string) {
 		switch {
 		case strings.HasPrefix(line, "OWNER "):
 			p.mu.Lock()
@@ -333,7 +312,7 @@ func startWorkerProc(t *testing.T, name string, l *ledger, env ...string) *worke
 			l.record(name, line)
 		}
 	}}
-	cmd.Stderr = &lineWriter{fn: func(line string) {
+	cmd.Stderr = &testenv.LineWriter{Func: func(line string) {
 		p.mu.Lock()
 		p.stderr = append(p.stderr, line)
 		p.mu.Unlock()
@@ -437,7 +416,7 @@ func TestPlugin_WorkerStoppedAndKilled(t *testing.T) {
 	pool := testdb.Pool(t)
 	schema := testdb.Schema(t, pool)
 	queue := "q-" + testdb.NewSchemaName()
-	q, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	q, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	c := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

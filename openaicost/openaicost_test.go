@@ -246,7 +246,7 @@ func TestLibraryDoesNotImport(t *testing.T) {
 		if d.IsDir() {
 			switch {
 			case rel == ".":
-			case strings.HasPrefix(d.Name(), "."), rel == "openaicost", rel == "samples", rel == "bin", rel == "bench", d.Name() == "testdata":
+			case strings.HasPrefix(d.Name(), "."), rel == "openaicost", rel == "samples", rel == "bin", rel == "bench", d.Name() == "testdata", d.Name() == "node_modules":
 				return filepath.SkipDir
 			}
 			return nil

@@ -1,8 +1,9 @@
-// Package pgqueue is Sluice's admission queue in Postgres: the tables and their embedded migrations,
-// the statements the plugin's dispatcher runs against them, and the administration and read model
-// operators use (the sluice command and the dashboard are built on it). Postgres is the single source
-// of truth; there is no other state. Most programs only call [Migrate] and the administration below;
-// the plugin (package interceptor) runs the rest.
+// Package pgqueue is the administration and read model of Sluice's tables in Postgres: limits created,
+// changed, paused and deleted at runtime; how each limit stands; why a ticket waits and when it is
+// expected to be admitted; who changed a limit, and when; and the migrations. The sluice command and
+// its dashboard are built on it. Postgres is the single source of truth; there is no other state.
+// The plugin (package interceptor) runs the admission itself (the enqueue, the throttled claim, the
+// completion and the hand-back); a program administers and reads with a [Queue].
 //
 // # Tables
 //
@@ -30,8 +31,9 @@
 // [Migrate] creates and upgrades the tables (run it once per deploy, or let the plugin run it when a
 // worker starts). A [Queue] administers one schema: [Queue.UpsertLimits] creates limits or changes
 // them at runtime and [Queue.ChangeLimit] changes some fields of one, [Queue.Limit] reads one as
-// configured, [Queue.Pause] and [Queue.Resume] stop and restart admissions on a key, and
-// [Queue.Verify] checks the invariants. The read model is what the sluice command and its dashboard
+// configured, [Queue.Pause] and [Queue.Resume] stop and restart admissions on a key,
+// [Queue.DeleteLimit] deletes a key no unfinished ticket names, and [Queue.Verify] checks the
+// invariants. The read model is what the sluice command and its dashboard
 // show, in the same types and, in the command's --json and the dashboard's API, the same JSON names:
 // [Queue.Status] ([KeyStatus]: a limit as configured and as admission applies it, its tickets and its
 // last minute), [Queue.Overview] (every key, sorted and paged), [Queue.Usage] ([UsagePoint]s) and
@@ -58,31 +60,10 @@
 //	}
 //	status, err := q.Status(ctx, "openai")
 //
-// # The dispatcher's statements
-//
-// The plugin's dispatcher runs the rest, and a program rarely calls it: [Queue.Enqueue] writes a
-// ticket ([Queue.EnqueueMany] a batch, in one statement); [Queue.Claim] is the throttled dequeue, run
-// by any number of processes; [Queue.TakeAdmitted] hands an owner what was admitted for it;
-// [Queue.Complete] releases and reconciles, storing the outcome; [Queue.Requeue] puts a ticket back in
-// line without spending an attempt; [Queue.HandBack] returns a dead owner's tickets to Temporal;
-// [Queue.TakeDeliveries] and [Queue.Delivered] deliver outcomes until Temporal has them; leases say
-// which owners live. A [Notifier] turns LISTEN/NOTIFY into wake-ups; callers poll as a fallback.
-//
 // # Correctness
 //
-// A claim locks the limit rows it decides on (FOR UPDATE SKIP LOCKED, in key order), reads the
-// in-flight figures and buckets after the lock, and writes them back in the same transaction, so the
-// decisions on a key are serialised across every replica and a limit is never exceeded; a busy key
-// is skipped, not waited on, and keys never contend with each other. The clock is the database's.
-//
-// Completions do not take that lock: [Queue.CompleteMany] appends what its tickets release, summed
-// per limit, to a ledger (sluice_release), and the next claim holding a limit row folds the pending
-// releases into it before it decides. Until then the row's in-flight figures are high by what is
-// pending, so a claim can only under-admit, never over-admit; readers (Status, Verify) net the
-// pending releases out. Finishing work thus never makes a claimer skip a key or wait, and a
-// completion is one statement whatever the number of keys.
-//
-// Writes are batched where a guarantee allows: a batch of tickets is one INSERT (with the fair-share
-// tags and the retry places computed in it), a batch of completions one statement, a claim admits
-// up to its Max in one transaction.
+// Every admission decision on a key is serialised across every replica by a lock on the key's row in
+// sluice_limit, with the database's clock, so a limit is never exceeded; docs/proof.md says how this
+// is tested. A change made here applies at the next admission on every replica: an allowance added
+// mid-flight counts from its addition, a resized one keeps its count.
 package pgqueue

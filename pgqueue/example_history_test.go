@@ -73,3 +73,6 @@ func ExampleLimitRecord() {
 	// token_burst: 90000 → 200000
 	// {"id":7,"key":"openai","at":"2026-12-04T12:00:00Z","kind":"configured","who":"dashboard 10.0.0.7:51234","before":{"key":"openai","max_concurrent":20,"requests_per_second":0,"burst":0,"tokens_per_minute":90000,"token_burst":90000,"max_inflight_tokens":0,"input_tokens_per_minute":0,"input_token_burst":0,"output_tokens_per_minute":0,"output_token_burst":0},"after":{"key":"openai","max_concurrent":20,"requests_per_second":0,"burst":0,"tokens_per_minute":200000,"token_burst":200000,"max_inflight_tokens":0,"input_tokens_per_minute":0,"input_token_burst":0,"output_tokens_per_minute":0,"output_token_burst":0},"changed":[{"field":"tokens_per_minute","before":90000,"after":200000},{"field":"token_burst","before":90000,"after":200000}]}
 }
+
+// ptr is a pointer to v: throttle.LimitChange's fields are pointers, nil for no change.
+func ptr[T any](v T) *T { return &v }

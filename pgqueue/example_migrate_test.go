@@ -51,6 +51,7 @@ func ExampleMigrations() {
 	// 011 allowances
 	// 012 allowance_charges
 	// 013 run_times
+	// 014 listening_owners
 }
 
 func ExampleValidateSchema() {

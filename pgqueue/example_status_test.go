@@ -46,6 +46,31 @@ func ExampleQueue_Status() {
 	}
 }
 
+// At thousands of keys, the status of the first keys of a prefix, and how many more there are: what
+// sluice status --prefix tenant: --limit 50 prints.
+func ExampleQueue_StatusPage() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	q, err := pgqueue.New(pool, pgqueue.Options{Schema: "sluice"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	page, err := q.StatusPage(ctx, pgqueue.StatusParams{Prefix: "tenant:", Limit: 50})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range page.Keys {
+		fmt.Printf("%s: %d queued, %d running\n", s.Configured.Key, s.Queued, s.Running)
+	}
+	if more := page.Total - int64(len(page.Keys)); more > 0 {
+		fmt.Printf("%d more keys start with tenant:\n", more)
+	}
+}
+
 // What runs and what waits on a key, in the order it will be admitted.
 func ExampleQueue_Tickets() {
 	ctx := context.Background()

@@ -75,45 +75,16 @@ type Decision struct {
 // OK reports whether the ticket can be admitted.
 func (d Decision) OK() bool { return d.Reason == ReasonNone }
 
-// tokenBudget is one of a limit's token budgets, as Check, Admit and Release apply it.
-type tokenBudget struct {
-	perMinute, burst float64
-	bucket           *Bucket
-	reason           Reason
-}
-
-// budgets are l's token budgets on s's buckets: combined, input, output, in the order Check tests
-// them. A budget whose perMinute is zero is not set.
-func (l Limit) budgets(s *State) [3]tokenBudget {
-	return [3]tokenBudget{
-		{l.TokensPerMinute, l.TokenBurst, &s.Tokens, ReasonTokens},
-		{l.InputTokensPerMinute, l.InputTokenBurst, &s.InputTokens, ReasonInputTokens},
-		{l.OutputTokensPerMinute, l.OutputTokenBurst, &s.OutputTokens, ReasonOutputTokens},
-	}
-}
-
-// of is the part of c a budget draws on: the total for the combined one, else its dimension.
-func (b tokenBudget) of(c Cost) int64 {
-	switch b.reason {
-	case ReasonInputTokens:
-		return c.Input
-	case ReasonOutputTokens:
-		return c.Output
-	}
-	return c.Total()
-}
-
-// Refill returns s with both buckets brought to now under l's rates (Bucket.Refill): the rates in
-// force, so that a bucket's level is settled before the rates change (Observe learns lower ones). A
-// kind of limit l does not set leaves its bucket as it is. Check, Admit and Release refill first
+// Refill returns s with its four buckets (requests, and tokens combined, input and output) brought to
+// now under l's rates (Bucket.Refill): the rates in force, so that a bucket's level is settled before
+// the rates change (Observe learns lower ones). A kind of limit l does not set leaves its bucket as it
+// is. Check, Admit and Release refill first
 // themselves; call Refill only to settle the buckets before changing l.
 func (l Limit) Refill(s State, now time.Time) State {
-	if l.RequestsPerSecond > 0 {
-		s.Requests = s.Requests.Refill(now, l.RequestsPerSecond, l.Burst)
-	}
-	for _, b := range l.budgets(&s) {
-		if b.perMinute > 0 {
-			*b.bucket = b.bucket.Refill(now, b.perMinute/60, b.burst)
+	for d, r := range l.Rates() {
+		if r.IsSet() {
+			b := s.Bucket(d)
+			*b = b.Refill(now, r.PerSecond(), r.Burst())
 		}
 	}
 	return s
@@ -154,12 +125,9 @@ func (l Limit) CheckCost(s State, now time.Time, c Cost) Decision {
 			d.RetryAt = at
 		}
 	}
-	if l.RequestsPerSecond > 0 && !s.Requests.Allows(1, l.Burst) {
-		refuse(ReasonRate, s.Requests.ReadyAt(1, l.RequestsPerSecond, l.Burst))
-	}
-	for _, b := range l.budgets(&s) {
-		if n := float64(b.of(c)); b.perMinute > 0 && !b.bucket.Allows(n, b.burst) {
-			refuse(b.reason, b.bucket.ReadyAt(n, b.perMinute/60, b.burst))
+	for d, r := range l.Rates() {
+		if b, n := s.Bucket(d), float64(d.Draw(c)); r.IsSet() && !b.Allows(n, r.Burst()) {
+			refuse(d.reason(), b.ReadyAt(n, r.PerSecond(), r.Burst()))
 		}
 	}
 	return d
@@ -176,12 +144,10 @@ func (l Limit) Admit(s State, now time.Time, cost int64) State {
 func (l Limit) AdmitCost(s State, now time.Time, c Cost) State {
 	c = c.nonNegative()
 	s = l.Refill(s, now)
-	if l.RequestsPerSecond > 0 {
-		s.Requests = s.Requests.Take(1)
-	}
-	for _, b := range l.budgets(&s) {
-		if b.perMinute > 0 {
-			*b.bucket = b.bucket.Take(float64(b.of(c)))
+	for d, r := range l.Rates() {
+		if r.IsSet() {
+			b := s.Bucket(d)
+			*b = b.Take(float64(d.Draw(c)))
 		}
 	}
 	s.InflightCount++
@@ -190,11 +156,11 @@ func (l Limit) AdmitCost(s State, now time.Time, c Cost) State {
 }
 
 // Release returns s after a ticket admitted with reserved tokens finished at now. When the actual
-// usage is known (actual >= 0), the token bucket is reconciled: the unused part of the reservation is
+// usage is known (actual >= 0), the token buckets are reconciled: the unused part of the reservation is
 // given back, and usage above it is taken as debt. A negative actual means "not reported": the
 // reservation stands as spent.
 func (l Limit) Release(s State, now time.Time, reserved, actual int64) State {
-	return l.ReleaseMany(s, now, Released1(reserved, actual))
+	return l.ReleaseMany(s, now, released1(reserved, actual))
 }
 
 // Released is what finished tickets give back to a limit, summed over them: how many they were, the
@@ -209,12 +175,11 @@ type Released struct {
 	RefundOutput float64
 }
 
-// Released1 is what one ticket gives back: reserved tokens (negative counts as 0), of which the
+// released1 is what one ticket gives back: reserved tokens (negative counts as 0), of which the
 // activity reported actual (negative: not reported, the reservation stands as spent), both given as
 // one figure, of input tokens.
-func Released1(reserved, actual int64) Released {
-	used, reported := ReportedUsage(actual, 0)
-	return ReleasedCost(Tokens(reserved), used, reported)
+func released1(reserved, actual int64) Released {
+	return ReleasedCost(Tokens(reserved), Tokens(actual), actual >= 0)
 }
 
 // ReleasedCost is what one ticket gives back: its reservation, and, when reported, what the call
@@ -243,26 +208,15 @@ func (r Released) Add(o Released) Released {
 // refund off can an order of release matter.
 func (l Limit) ReleaseMany(s State, now time.Time, r Released) State {
 	s = l.Refill(s, now)
-	refunds := [3]float64{r.Refund, r.Refund - r.RefundOutput, r.RefundOutput}
-	for i, b := range l.budgets(&s) {
-		if b.perMinute > 0 && refunds[i] != 0 {
-			*b.bucket = b.bucket.Give(refunds[i], b.burst)
+	for d, rate := range l.Rates() {
+		if n := r.refund(d); rate.IsSet() && n != 0 {
+			b := s.Bucket(d)
+			*b = b.Give(n, rate.Burst())
 		}
 	}
 	s.InflightCount = max(0, s.InflightCount-r.Count)
 	s.InflightTokens = max(0, s.InflightTokens-r.Reserved)
 	return s
-}
-
-// AbandonedCost is the actual cost to Release a ticket with when it ends without reporting its usage
-// because it was taken back: handed back when its owner died or stopped, or cancelled while admitted.
-// A ticket that never started spent nothing: its reservation comes back (0). One that started may
-// have reached the provider: its reservation stands as spent (-1, "not reported").
-func AbandonedCost(started bool) int64 {
-	if started {
-		return -1
-	}
-	return 0
 }
 
 // Pause returns s paused until the later of its current pause and until.

@@ -539,22 +539,3 @@ func TestLimit_Refill(t *testing.T) {
 		require.Equal(t, l.Admit(unsettled, now, 3), l.Admit(settled, now, 3))
 	})
 }
-
-func TestAbandonedCost(t *testing.T) {
-	t.Parallel()
-
-	l := throttle.Limit{Key: "k", TokensPerMinute: 60, TokenBurst: 100}
-	admitted := l.Admit(throttle.State{}, t0, 100)
-
-	t.Run("NeverStartedGivesTheReservationBack", func(t *testing.T) {
-		t.Parallel()
-		require.Equal(t, int64(0), throttle.AbandonedCost(false))
-		require.Equal(t, 100.0, l.Release(admitted, t0, 100, throttle.AbandonedCost(false)).Tokens.Level)
-	})
-
-	t.Run("StartedKeepsTheReservationSpent", func(t *testing.T) {
-		t.Parallel()
-		require.Equal(t, int64(-1), throttle.AbandonedCost(true))
-		require.Equal(t, 0.0, l.Release(admitted, t0, 100, throttle.AbandonedCost(true)).Tokens.Level)
-	})
-}

@@ -68,7 +68,7 @@ type Spent struct {
 	// more than the Amount.
 	ResetAt time.Time `json:"reset_at,omitzero"`
 	// Deadline is the deadline of the ticket refused (zero: none), which the claim that refuses it and
-	// Explain set, so that Error can say when it is why: an allowance that waits refuses a ticket whose
+	// an Explanation set, so that Error can say when it is why: an allowance that waits refuses a ticket whose
 	// deadline is not after ResetAt (Refuses). SpentAllowance leaves it zero.
 	Deadline time.Time `json:"deadline,omitzero"`
 }

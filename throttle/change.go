@@ -61,17 +61,14 @@ func (c LimitChange) Apply(l Limit) Limit {
 			l.Allowances[i].OnSpent = *c.OnSpent
 		}
 	}
-	for _, r := range []struct {
-		rate, burst       *float64
-		newRate, newBurst *float64
-	}{{&l.RequestsPerSecond, &l.Burst, c.RequestsPerSecond, c.Burst}, {&l.TokensPerMinute, &l.TokenBurst, c.TokensPerMinute, c.TokenBurst},
-		{&l.InputTokensPerMinute, &l.InputTokenBurst, c.InputTokensPerMinute, c.InputTokenBurst},
-		{&l.OutputTokensPerMinute, &l.OutputTokenBurst, c.OutputTokensPerMinute, c.OutputTokenBurst}} {
-		if set(r.rate, r.newRate) {
-			*r.burst = 0
+	for _, d := range dimensions {
+		rate, burst := l.fields(d)
+		newRate, newBurst := c.fields(d)
+		if set(rate, newRate) {
+			*burst = 0
 		}
-		if r.newBurst != nil {
-			*r.burst = *r.newBurst
+		if newBurst != nil {
+			*burst = *newBurst
 		}
 	}
 	return l
@@ -100,6 +97,19 @@ func keptOnSpent(had, given Allowances) Allowances {
 		}
 	}
 	return out
+}
+
+// fields are c's fields of dimension d, as Limit.fields gives l's. d must be valid.
+func (c LimitChange) fields(d Dimension) (rate, burst *float64) {
+	switch d {
+	case DimensionRequests:
+		return c.RequestsPerSecond, c.Burst
+	case DimensionTokens:
+		return c.TokensPerMinute, c.TokenBurst
+	case DimensionInputTokens:
+		return c.InputTokensPerMinute, c.InputTokenBurst
+	}
+	return c.OutputTokensPerMinute, c.OutputTokenBurst
 }
 
 // Empty reports whether c changes nothing: every field is nil.

@@ -1,7 +1,8 @@
-// Package throttle holds Sluice's limit definitions and the pure arithmetic of admission: continuously
-// refilled buckets, reservation and reconciliation of token costs, the tightest-wins combination of a
-// limit's parts, and fair-share ordering. It does no I/O and reads no clock: time is an argument, so
-// every rule here is tested over fixed instants.
+// Package throttle holds Sluice's limit definitions and the pure arithmetic of one limit's admission:
+// continuously refilled buckets, reservation and reconciliation of token costs, and the tightest-wins
+// combination of a limit's parts; with what a user reads back of it (why a ticket waits: [Explanation]).
+// It does no I/O and reads no clock: time is an argument, so every rule here is tested over fixed
+// instants, and a limit can be tried offline.
 //
 // # Limits
 //
@@ -15,9 +16,13 @@
 // and output budgets (ITPM and OTPM). A [Cost] gives a ticket's tokens by dimension, Input and
 // Output; TokensPerMinute draws on their sum, InputTokensPerMinute on Input, OutputTokensPerMinute on
 // Output, and a limit may set any of the three (the tightest wins). A cost given as one figure
-// ([Tokens], [Limit.Check], [Released1]) is input, so a single-budget limit behaves exactly as it did
-// before the dimensions existed. The output part is reserved in full (a call's max_tokens) and
+// ([Tokens], [Limit.Check], [Limit.Release]) is input, so a single-budget limit behaves exactly as it
+// did before the dimensions existed. The output part is reserved in full (a call's max_tokens) and
 // reconciled, dimension by dimension, from the usage the call reports ([ReleasedCost]).
+//
+// The four rates (requests per second, and the three token budgets per minute) are each a
+// [Dimension]; [Limit.Rates] yields every one with its [Rate] (per second and per minute, and its
+// burst), [Dimension.Draw] is what one ticket takes of it, and [State.Bucket] is its bucket.
 //
 // # Admission
 //
@@ -43,26 +48,18 @@
 //	}
 //	s = l.ReleaseMany(s, later, throttle.ReleasedCost(reserved, throttle.Cost{Input: 1850, Output: 310}, true))
 //
-// # Claims
-//
-// [DecideClaim] is the decision core of a claim: given a page of a line's queued tickets
-// ([Candidate]), the limits the claim holds locked and their states ([LimitState]), and the instant,
-// it returns which tickets are admitted, which expired, and why the rest wait, with the head of the
-// line waiting for its own limit and a ticket held back only by another limit passed over. The
-// limits a ticket draws on beyond its line are locked as it is reached, through a [LockFunc].
-//
 // # Learned limits
 //
 // [Limit.Observe] learns a provider's real rates from its headers; [LearnedLimit] is what to keep of
 // them, and [EffectiveLimit] the limit admission applies given the configured limit and what was
 // learned.
 //
-// # Fair share
+// # Explanations
 //
-// Within a line, tickets of equal priority share it across fairness keys by start-time fair queuing:
-// [FairTag] gives a ticket its start tag at enqueue, from its key's last finish tag and the line's
-// virtual time, and [FairAdvance] moves the virtual time as tickets are admitted; [Place.Compare]
-// is the order of admission.
+// [Explanation] is why a queued ticket waits, limit by limit ([LimitWait]), and when it is expected
+// to be admitted, as pgqueue's Queue.Explain returns it; WaitsFor is a [Reason]'s name
+// ([ParseReason]) or one of the waits [WaitNothing], [WaitNotBefore], [WaitAhead] and
+// [WaitUnknownLimit].
 //
 // # Allowances
 //
@@ -95,12 +92,14 @@
 // [LimitChange] is an operator's change of some fields of a limit; [LimitChange.Apply] gives a rate
 // that changed without its burst the default burst of the new rate.
 //
-// # In pgqueue
+// # In the engine
 //
-// pgqueue keeps State in Postgres and runs these functions inside its claim transaction, with the
-// limit's row locked, so the arithmetic here is the whole of the admission rule: pgqueue loads the
-// rows, calls throttle, and stores what it returns. Where one statement must compute a rule for many
-// rows at once (the refunds of a batch of completions, the fair-share tags of a batch of tickets, the
-// effective rates of an overview), pgqueue writes it in SQL, and its tests check that SQL against
-// the function here on random inputs.
+// Sluice keeps State in Postgres and applies these functions inside its claim transaction, with the
+// limit's row locked, so the arithmetic here is the whole of one limit's admission rule. What is the
+// engine's alone (the decision of a claim over a page of a line, fair-share ordering between
+// fairness keys, the costs a requeue or a hand-back reconciles with, and the play behind an
+// Explanation) is internal and may change between versions. Where one statement must compute a
+// rule for many rows at once (the refunds of a batch of completions, the effective rates of an
+// overview), the engine writes it in SQL, and its tests check that SQL against the function here on
+// random inputs.
 package throttle

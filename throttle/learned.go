@@ -17,14 +17,12 @@ func EffectiveLimit(configured, learned Limit) Limit {
 			*cur = v
 		}
 	}
-	lower(&l.RequestsPerSecond, learned.RequestsPerSecond)
-	lower(&l.Burst, learned.Burst)
-	lower(&l.TokensPerMinute, learned.TokensPerMinute)
-	lower(&l.TokenBurst, learned.TokenBurst)
-	lower(&l.InputTokensPerMinute, learned.InputTokensPerMinute)
-	lower(&l.InputTokenBurst, learned.InputTokenBurst)
-	lower(&l.OutputTokensPerMinute, learned.OutputTokensPerMinute)
-	lower(&l.OutputTokenBurst, learned.OutputTokenBurst)
+	for _, d := range dimensions {
+		rate, burst := l.fields(d)
+		learnedRate, learnedBurst := learned.fields(d)
+		lower(rate, *learnedRate)
+		lower(burst, *learnedBurst)
+	}
 	copied := false
 	for _, la := range learned.Allowances {
 		for i, a := range l.Allowances {
@@ -62,16 +60,12 @@ func LearnedLimit(configured, effective Limit) Limit {
 			learned = append(learned, ea)
 		}
 	}
-	return Limit{
-		RequestsPerSecond: below(effective.RequestsPerSecond, configured.RequestsPerSecond),
-		Burst:             below(effective.Burst, configured.Burst),
-		TokensPerMinute:   below(effective.TokensPerMinute, configured.TokensPerMinute),
-		TokenBurst:        below(effective.TokenBurst, configured.TokenBurst),
-
-		InputTokensPerMinute:  below(effective.InputTokensPerMinute, configured.InputTokensPerMinute),
-		InputTokenBurst:       below(effective.InputTokenBurst, configured.InputTokenBurst),
-		OutputTokensPerMinute: below(effective.OutputTokensPerMinute, configured.OutputTokensPerMinute),
-		OutputTokenBurst:      below(effective.OutputTokenBurst, configured.OutputTokenBurst),
-		Allowances:            learned,
+	out := Limit{Allowances: learned}
+	for _, d := range dimensions {
+		rate, burst := out.fields(d)
+		effRate, effBurst := effective.fields(d)
+		confRate, confBurst := configured.fields(d)
+		*rate, *burst = below(*effRate, *confRate), below(*effBurst, *confBurst)
 	}
+	return out
 }

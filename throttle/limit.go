@@ -13,6 +13,10 @@ import (
 // MaxKeyLen is the longest limit key accepted, in bytes.
 const MaxKeyLen = 200
 
+// MaxRate is the largest rate or burst a Limit accepts (RequestsPerSecond, TokensPerMinute, their
+// bursts and the input and output budgets): far above any provider's, and exact in a float64.
+const MaxRate = 1e12
+
 // Limit is one named quota that activities draw on: a provider's request and token budget, a tenant's
 // concurrency cap, or any mix of those. Every field but Key is optional; a zero field means "no limit of
 // that kind", and when several are set the tightest wins. A Limit is a plain value, safe to copy.
@@ -69,24 +73,18 @@ func (l Limit) Equal(o Limit) bool {
 
 // WithDefaults returns l with its zero-valued bursts filled in. It does not validate.
 func (l Limit) WithDefaults() Limit {
-	if l.RequestsPerSecond > 0 && l.Burst == 0 {
-		l.Burst = math.Max(1, l.RequestsPerSecond)
-	}
-	if l.TokensPerMinute > 0 && l.TokenBurst == 0 {
-		l.TokenBurst = math.Max(1, l.TokensPerMinute)
-	}
-	if l.InputTokensPerMinute > 0 && l.InputTokenBurst == 0 {
-		l.InputTokenBurst = math.Max(1, l.InputTokensPerMinute)
-	}
-	if l.OutputTokensPerMinute > 0 && l.OutputTokenBurst == 0 {
-		l.OutputTokenBurst = math.Max(1, l.OutputTokensPerMinute)
+	for _, d := range dimensions {
+		// One unit's worth: a second of requests, a minute of tokens.
+		if rate, burst := l.fields(d); *rate > 0 && *burst == 0 {
+			*burst = math.Max(1, *rate)
+		}
 	}
 	return l
 }
 
 // RequestsPerMinute is l's request rate per minute, the unit of its token budgets and of what
 // operators read beside them: RequestsPerSecond times 60. It is 0 when l sets no request rate.
-func (l Limit) RequestsPerMinute() float64 { return l.RequestsPerSecond * 60 }
+func (l Limit) RequestsPerMinute() float64 { return l.Rate(DimensionRequests).PerMinute() }
 
 // Validate reports the first problem with l, naming the field and the bad value. It checks l as
 // given; call WithDefaults first to validate what will be used.
@@ -106,43 +104,44 @@ func (l Limit) Validate() error {
 	if l.MaxInflightTokens < 0 {
 		return bad("MaxInflightTokens", l.MaxInflightTokens, ">= 0 (0 means no cap)")
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"RequestsPerSecond", l.RequestsPerSecond}, {"Burst", l.Burst}, {"TokensPerMinute", l.TokensPerMinute}, {"TokenBurst", l.TokenBurst},
-		{"InputTokensPerMinute", l.InputTokensPerMinute}, {"InputTokenBurst", l.InputTokenBurst},
-		{"OutputTokensPerMinute", l.OutputTokensPerMinute}, {"OutputTokenBurst", l.OutputTokenBurst}} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return bad(f.name, f.v, "a finite number")
-		}
-		if f.v < 0 {
-			return bad(f.name, f.v, ">= 0 (0 means not set)")
-		}
-		if f.v > 1e12 {
-			return bad(f.name, f.v, "<= 1e12")
+	// Every figure is checked before any burst against its rate, in the dimensions' order.
+	for _, d := range dimensions {
+		rate, burst := l.fields(d)
+		for _, f := range [2]struct {
+			name string
+			v    float64
+		}{{dimensionInfo[d].rateField, *rate}, {dimensionInfo[d].burstField, *burst}} {
+			if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+				return bad(f.name, f.v, "a finite number")
+			}
+			if f.v < 0 {
+				return bad(f.name, f.v, ">= 0 (0 means not set)")
+			}
+			if f.v > MaxRate {
+				return bad(f.name, f.v, "<= 1e12")
+			}
 		}
 	}
-	for _, b := range []struct {
-		burst, rate       float64
-		burstName, rateOf string
-	}{{l.Burst, l.RequestsPerSecond, "Burst", "RequestsPerSecond"}, {l.TokenBurst, l.TokensPerMinute, "TokenBurst", "TokensPerMinute"},
-		{l.InputTokenBurst, l.InputTokensPerMinute, "InputTokenBurst", "InputTokensPerMinute"},
-		{l.OutputTokenBurst, l.OutputTokensPerMinute, "OutputTokenBurst", "OutputTokensPerMinute"}} {
-		if b.burst == 0 {
+	for _, d := range dimensions {
+		rate, burst := l.fields(d)
+		if *burst == 0 {
 			continue
 		}
-		if b.rate == 0 {
-			return bad(b.burstName, b.burst, "0 when "+b.rateOf+" is not set")
+		if *rate == 0 {
+			return bad(dimensionInfo[d].burstField, *burst, "0 when "+dimensionInfo[d].rateField+" is not set")
 		}
-		if b.burst < 1 {
-			return bad(b.burstName, b.burst, ">= 1")
+		if *burst < 1 {
+			return bad(dimensionInfo[d].burstField, *burst, ">= 1")
 		}
 	}
 	if err := l.Allowances.Validate(); err != nil {
 		return fmt.Errorf("throttle: limit %q: %w", l.Key, err)
 	}
-	if l.MaxConcurrent == 0 && l.RequestsPerSecond == 0 && l.TokensPerMinute == 0 && l.MaxInflightTokens == 0 &&
-		l.InputTokensPerMinute == 0 && l.OutputTokensPerMinute == 0 && len(l.Allowances) == 0 {
+	anyRate := false
+	for _, r := range l.Rates() {
+		anyRate = anyRate || r.IsSet()
+	}
+	if l.MaxConcurrent == 0 && l.MaxInflightTokens == 0 && !anyRate && len(l.Allowances) == 0 {
 		return fmt.Errorf("throttle: limit %q sets none of MaxConcurrent, RequestsPerSecond, TokensPerMinute, "+
 			"InputTokensPerMinute, OutputTokensPerMinute, MaxInflightTokens, Allowances", l.Key)
 	}

@@ -43,32 +43,22 @@ func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State
 	l = l.WithDefaults()
 	eff := l
 	reqDaily, tokDaily := info.RequestsWindow >= dailyWindow, info.TokensWindow >= dailyWindow
-	learnTokens := func(rate, burst *float64, limit float64) {
-		if *rate > 0 && usableLimit(limit) && limit < *rate {
-			*rate, *burst = limit, math.Min(*burst, math.Max(1, limit))
+	for _, d := range dimensions {
+		// The provider's figure is per minute; a Limit gives requests per second.
+		limit, ok := info.perMinuteLimit(d, reqDaily, tokDaily)
+		perUnit := limit / float64(time.Minute/d.Per())
+		if rate, burst := eff.fields(d); ok && *rate > 0 && usableLimit(limit) && perUnit < *rate {
+			*rate, *burst = perUnit, math.Min(*burst, math.Max(1, perUnit))
 		}
-	}
-	if !tokDaily {
-		learnTokens(&eff.TokensPerMinute, &eff.TokenBurst, info.TokensLimit)
-	}
-	learnTokens(&eff.InputTokensPerMinute, &eff.InputTokenBurst, info.InputTokens.Limit)
-	learnTokens(&eff.OutputTokensPerMinute, &eff.OutputTokenBurst, info.OutputTokens.Limit)
-	if !reqDaily && l.RequestsPerSecond > 0 && usableLimit(info.RequestsLimit) && info.RequestsLimit/60 < l.RequestsPerSecond {
-		perSecond := info.RequestsLimit / 60
-		eff.RequestsPerSecond = perSecond
-		eff.Burst = math.Min(l.Burst, math.Max(1, perSecond))
 	}
 
 	s = eff.Refill(s, now)
-	lowerTo := func(rate float64, b *Bucket, has bool, remaining float64) {
-		if rate > 0 && has && finiteNonNeg(remaining) {
+	for d, r := range eff.Rates() {
+		if remaining, has := info.remaining(d); r.IsSet() && has && finiteNonNeg(remaining) {
+			b := s.Bucket(d)
 			b.Level = math.Min(b.Level, remaining)
 		}
 	}
-	lowerTo(eff.TokensPerMinute, &s.Tokens, info.HasTokensRemaining, info.TokensRemaining)
-	lowerTo(eff.InputTokensPerMinute, &s.InputTokens, info.InputTokens.HasRemaining, info.InputTokens.Remaining)
-	lowerTo(eff.OutputTokensPerMinute, &s.OutputTokens, info.OutputTokens.HasRemaining, info.OutputTokens.Remaining)
-	lowerTo(eff.RequestsPerSecond, &s.Requests, info.HasRequestsRemaining, info.RequestsRemaining)
 
 	if reqDaily {
 		eff.Allowances, s.Allowances = eff.learnDaily(s.Allowances, now, MeterRequests, info.RequestsLimit, info.RequestsRemaining, info.HasRequestsRemaining)
@@ -81,6 +71,39 @@ func (l Limit) Observe(s State, now time.Time, info RateLimitInfo) (Limit, State
 		s = s.Pause(clampInstant(info.RetryAfter, now, MaxRetryAfter))
 	}
 	return eff, s
+}
+
+// perMinuteLimit is the provider's limit of dimension d per minute in info, and whether it is one to
+// learn a rate from: a daily figure (reqDaily, tokDaily) lowers allowances, never a rate. The input
+// and output figures are always per minute.
+func (info RateLimitInfo) perMinuteLimit(d Dimension, reqDaily, tokDaily bool) (float64, bool) {
+	switch d {
+	case DimensionRequests:
+		return info.RequestsLimit, !reqDaily
+	case DimensionTokens:
+		return info.TokensLimit, !tokDaily
+	case DimensionInputTokens:
+		return info.InputTokens.Limit, true
+	case DimensionOutputTokens:
+		return info.OutputTokens.Limit, true
+	}
+	return 0, false
+}
+
+// remaining is what info says remains of dimension d, whatever the figure's window, and whether it
+// says so.
+func (info RateLimitInfo) remaining(d Dimension) (float64, bool) {
+	switch d {
+	case DimensionRequests:
+		return info.RequestsRemaining, info.HasRequestsRemaining
+	case DimensionTokens:
+		return info.TokensRemaining, info.HasTokensRemaining
+	case DimensionInputTokens:
+		return info.InputTokens.Remaining, info.InputTokens.HasRemaining
+	case DimensionOutputTokens:
+		return info.OutputTokens.Remaining, info.OutputTokens.HasRemaining
+	}
+	return 0, false
 }
 
 // isDaily reports whether a counts in a day: a calendar day in any zone, or a rolling 24 hours.

@@ -3,7 +3,7 @@ package dispatcher
 import (
 	"context"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Claimer admits queued tickets of every owner: it runs the throttled dequeue whenever work is
@@ -15,18 +15,18 @@ type Claimer struct {
 	*deps
 	notifier  claimWaiters
 	runner    ticketRunner
-	deliverer outcomeDeliverer
+	deliverer recordedDeliverer
 }
 
-// claimWaiters gives a claimer what it waits on between claims: the dispatcher's pgqueue.Notifier.
+// claimWaiters gives a claimer what it waits on between claims: the dispatcher's store.Notifier.
 type claimWaiters interface {
-	ClaimWaiter() *pgqueue.ClaimWaiter
+	ClaimWaiter() *store.ClaimWaiter
 }
 
 // ticketRunner runs an admitted ticket of this owner, already running in Postgres, in a goroutine
 // of its own: the Runner, for the Claimer and the SelfChecker.
 type ticketRunner interface {
-	run(t pgqueue.Ticket)
+	run(t store.Ticket)
 }
 
 // Start starts the claim loop.
@@ -39,7 +39,7 @@ func (c *Claimer) loop(ctx context.Context) {
 	waiter := c.notifier.ClaimWaiter()
 	defer waiter.Close()
 	for {
-		res, err := c.q.Claim(ctx, pgqueue.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
+		res, err := c.q.Claim(ctx, store.ClaimParams{Max: c.cfg.ClaimBatch, MinRemaining: c.cfg.MinRemaining, Owner: c.cfg.Owner})
 		next, onRelease := c.cfg.PollInterval, res.WaitsOnRelease
 		switch {
 		case ctx.Err() != nil:
@@ -57,7 +57,7 @@ func (c *Claimer) loop(ctx context.Context) {
 		}
 		for _, t := range res.Admitted {
 			c.tm.Admitted(t, res.QueueDepth[t.LineKey], c.cfg.Owner)
-			if t.State == pgqueue.TicketStateRunning {
+			if t.State == store.TicketStateRunning && t.Owner == c.cfg.Owner {
 				c.runner.run(t) // this process's own: the claim took it, no take or notification
 			}
 		}

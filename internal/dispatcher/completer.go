@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // completeRetryFor bounds how long a finished run keeps trying to record its outcome while the
@@ -21,15 +21,16 @@ var errCompleterStopped = errors.New("sluice: completer stopped")
 
 // completion is one finished run waiting for its outcome to be recorded.
 type completion struct {
-	p    pgqueue.CompleteParams
-	done chan error // receives nil, pgqueue.ErrNotFound, or why it was not recorded
+	p    store.CompleteParams
+	done chan error // receives nil, store.ErrNotFound, or why it was not recorded
 }
 
-// Completer records finished runs' outcomes in Postgres, releasing their reservations: the first
-// step of a completion (the runner then has the Deliverer report them). Its loop is a group commit:
-// the runs that finished while one transaction was under way are completed together by the next,
-// up to completeBatch, so that each limit row is locked once for all of them and claimers are woken
-// once. A run's Record returns only once its outcome is durable.
+// Completer completes finished runs in Postgres, releasing their reservations: the second step of a
+// completion, once the runner has had the Deliverer report the outcome. A run whose outcome Temporal
+// took is deleted; one whose outcome it did not take is recorded for the delivery loop. Its loop is a
+// group commit: the runs that finished while one transaction was under way are completed together by
+// the next, up to completeBatch, so that each limit row is locked once for all of them and claimers
+// are woken once. A run's Record returns only once its completion is durable.
 type Completer struct {
 	groupCommit[*completion]
 	*deps
@@ -53,15 +54,15 @@ func (c *Completer) Stop(ctx context.Context) error { return c.stopBatches(ctx) 
 // While the database is unreachable the completer retries with backoff, for up to completeRetryFor,
 // or until it stops: until the outcome is recorded the ticket holds its reservation, and the outcome
 // exists only in this process.
-func (c *Completer) Record(ctx context.Context, t pgqueue.Ticket, rep runReport) bool {
+func (c *Completer) Record(ctx context.Context, t store.Ticket, rep runReport, delivered bool) bool {
 	req := &completion{done: make(chan error, 1),
-		p: pgqueue.CompleteParams{TicketID: t.ID, ActualCost: rep.actual, ActualOutput: rep.output, ActualMoney: rep.money,
-			OutcomeKind: t.OutcomeKind, Outcome: t.Outcome}}
+		p: store.CompleteParams{TicketID: t.ID, ActualCost: rep.actual, ActualOutput: rep.output, ActualMoney: rep.money,
+			OutcomeKind: t.OutcomeKind, Outcome: t.Outcome, Delivered: delivered}}
 	if !c.send(ctx, req) {
 		return false
 	}
 	switch err := <-req.done; {
-	case errors.Is(err, pgqueue.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		// Handed back while it ran (this process lost its lease, or stopped): Temporal already has
 		// a failure.
 		return false
@@ -101,7 +102,7 @@ func (c *Completer) commit(ctx context.Context, batch []*completion) {
 // commitRetrying completes batch in one transaction, retrying with backoff while the database fails
 // in a way that may pass, until deadline or the stop; it answers each completion when it commits.
 func (c *Completer) commitRetrying(ctx context.Context, batch []*completion, deadline time.Time) error {
-	ps := make([]pgqueue.CompleteParams, len(batch))
+	ps := make([]store.CompleteParams, len(batch))
 	for i, req := range batch {
 		ps[i] = req.p
 	}
@@ -113,7 +114,7 @@ func (c *Completer) commitRetrying(ctx context.Context, batch []*completion, dea
 				if found[i] {
 					req.done <- nil
 				} else {
-					req.done <- pgqueue.ErrNotFound
+					req.done <- store.ErrNotFound
 				}
 			}
 			return nil

@@ -11,20 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 // admitted writes n tickets on limit "k" and admits them.
-func admitted(t *testing.T, q *pgqueue.Queue, n int) []pgqueue.Ticket {
+func admitted(t *testing.T, q *store.Queue, n int) []store.Ticket {
 	t.Helper()
 	ctx := context.Background()
 	for i := range n {
-		_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: "o",
+		_, err := q.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: "o",
 			Namespace: "default", WorkflowID: fmt.Sprint("wf-", i), RunID: "run", ActivityID: "1", Attempt: 1})
 		require.NoError(t, err)
 	}
-	res, err := q.Claim(ctx, pgqueue.ClaimParams{Max: n})
+	res, err := q.Claim(ctx, store.ClaimParams{Max: n})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, n)
 	return res.Admitted
@@ -32,7 +32,7 @@ func admitted(t *testing.T, q *pgqueue.Queue, n int) []pgqueue.Ticket {
 
 // lockTicket holds ticket id's row in a transaction of its own until the returned function is
 // called: a completion of it, which locks it, waits meanwhile.
-func lockTicket(t *testing.T, q *pgqueue.Queue, id int64) (release func()) {
+func lockTicket(t *testing.T, q *store.Queue, id int64) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := q.Pool().Begin(ctx)
@@ -48,7 +48,7 @@ func lockTicket(t *testing.T, q *pgqueue.Queue, id int64) (release func()) {
 // waitForLockWaiter waits until a statement on q's schema waits for a lock: the completer's (or
 // enqueuer's) statement has reached the row the test holds. It polls pg_stat_activity: Postgres
 // signals no lock wait, and the statement, blocked inside the service, can signal nothing.
-func waitForLockWaiter(ctx context.Context, t *testing.T, q *pgqueue.Queue) {
+func waitForLockWaiter(ctx context.Context, t *testing.T, q *store.Queue) {
 	t.Helper()
 	for {
 		var waiting bool
@@ -81,9 +81,9 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	// others finish meanwhile and queue up behind it.
 	release := lockTicket(t, cfg.Queue, ts[0].ID)
 	results := make(chan bool, runs)
-	record := func(tk pgqueue.Ticket) {
-		tk.OutcomeKind, tk.Outcome = pgqueue.OutcomeCompleted, []byte(fmt.Sprint(tk.ID))
-		results <- c.Record(ctx, tk, runReport{actual: 4})
+	record := func(tk store.Ticket) {
+		tk.OutcomeKind, tk.Outcome = store.OutcomeCompleted, []byte(fmt.Sprint(tk.ID))
+		results <- c.Record(ctx, tk, runReport{actual: 4}, false)
 	}
 	go record(ts[0])
 	waitForLockWaiter(ctx, t, cfg.Queue)
@@ -100,7 +100,7 @@ func TestCompleter_GroupCommit(t *testing.T) {
 	for _, tk := range ts {
 		got, err := cfg.Queue.Ticket(ctx, tk.ID)
 		require.NoError(t, err)
-		require.Equal(t, pgqueue.TicketStateFinished, got.State)
+		require.Equal(t, store.TicketStateFinished, got.State)
 		require.Equal(t, []byte(fmt.Sprint(tk.ID)), got.Outcome, "each ticket has its own outcome")
 		require.Equal(t, int64(4), got.ActualCost)
 		transactions[got.FinishedAt]++
@@ -122,9 +122,9 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 	ts := admitted(t, cfg.Queue, 3)
 	release := lockTicket(t, cfg.Queue, ts[0].ID)
 	results := make(chan bool, len(ts))
-	record := func(tk pgqueue.Ticket) {
-		tk.OutcomeKind = pgqueue.OutcomeCompleted
-		results <- c.Record(ctx, tk, runReport{actual: -1})
+	record := func(tk store.Ticket) {
+		tk.OutcomeKind = store.OutcomeCompleted
+		results <- c.Record(ctx, tk, runReport{actual: -1}, false)
 	}
 	go record(ts[0])
 	waitForLockWaiter(ctx, t, cfg.Queue)
@@ -143,12 +143,12 @@ func TestCompleter_StopAnswersWhatItHolds(t *testing.T) {
 		}
 	}
 	require.LessOrEqual(t, recorded, 1, "only the transaction under way at the stop can have committed")
-	require.False(t, c.Record(ctx, ts[0], runReport{actual: -1}), "a stopped completer records nothing")
+	require.False(t, c.Record(ctx, ts[0], runReport{actual: -1}, false), "a stopped completer records nothing")
 	finished := 0
 	for i, tk := range ts {
 		got, err := cfg.Queue.Ticket(ctx, tk.ID)
 		require.NoError(t, err)
-		if got.State == pgqueue.TicketStateFinished {
+		if got.State == store.TicketStateFinished {
 			require.Zero(t, i, "only the first was in the transaction under way")
 			finished++
 		}

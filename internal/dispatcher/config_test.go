@@ -22,7 +22,7 @@ func TestPoolerHint(t *testing.T) {
 	require.ErrorIs(t, err, exists)
 
 	// Told of the pooler already, or another error: no hint.
-	require.Equal(t, vanished, Config{TransactionPooler: true}.poolerHint(vanished))
+	require.Equal(t, vanished, Config{Tunables: Tunables{TransactionPooler: true}}.poolerHint(vanished))
 	other := &pgconn.PgError{Code: "53300"}
 	require.Equal(t, error(other), Config{}.poolerHint(other))
 }

@@ -2,7 +2,7 @@
 // activity to the interceptor and Sluice reporting its outcome: the invocations held in memory and
 // the services that claim, run, record, deliver, heartbeat and maintain them. Each service owns its
 // goroutines, started by Start and ended by Stop. The interceptor package is the only user, and the
-// dispatcher is its one door to the store: New builds the plugin's one pgqueue.Queue, Start prepares
+// dispatcher is its one door to the store: New builds the plugin's one store.Queue, Start prepares
 // the schema, and every statement the plugin runs goes through a service here.
 package dispatcher
 
@@ -17,8 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/telemetry"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -36,7 +36,7 @@ const (
 // deps is what the services share, as River's base service is.
 type deps struct {
 	cfg  Config
-	q    *pgqueue.Queue
+	q    *store.Queue
 	reg  *Registry
 	tm   telemetry.Telemetry
 	enc  encoder
@@ -56,9 +56,14 @@ var (
 	_ outcomeReporter  = (*Deliverer)(nil)
 	_ heartbeatSender  = (*Heartbeater)(nil)
 	_ ticketRunner     = (*Runner)(nil)
-	_ subscriber       = (*pgqueue.Notifier)(nil)
-	_ claimWaiters     = (*pgqueue.Notifier)(nil)
+	_ subscriber       = (*store.Notifier)(nil)
+	_ claimWaiters     = (*store.Notifier)(nil)
 )
+
+// listens reports whether this owner listens for its admissions (store.Queue.RenewListening): it has
+// a listener and is not stopping. Claims then move its tickets straight to running and name them in
+// its notifications, for the Runner to read rather than take.
+func (d *deps) listens() bool { return !d.cfg.listen().Off && !d.stopping.Load() }
 
 // checkSoon asks for a self-check: a statement that changes this owner's tickets failed, or its
 // commit's answer was lost, so Postgres and the registry may disagree.
@@ -73,7 +78,7 @@ func (d *deps) checkSoon() {
 // limits exist; stop it to hand everything it holds back to Temporal.
 type Dispatcher struct {
 	deps        *deps
-	notifier    *pgqueue.Notifier
+	notifier    *store.Notifier
 	notify      loops
 	claimer     *Claimer
 	runner      *Runner
@@ -97,7 +102,7 @@ type Dispatcher struct {
 
 // New returns a stopped dispatcher with its queue over cfg.Pool. It does not touch the database.
 func New(cfg Config) (*Dispatcher, error) {
-	q, err := pgqueue.New(cfg.Pool, pgqueue.Options{Schema: cfg.Schema, Now: cfg.Now})
+	q, err := store.New(cfg.Pool, store.Options{Schema: cfg.Schema, Now: cfg.Clock})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: Options.Schema: %w", err)
 	}
@@ -122,7 +127,7 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // Queue returns the dispatcher's queue: the plugin's one connection to its schema.
-func (d *Dispatcher) Queue() *pgqueue.Queue { return d.deps.q }
+func (d *Dispatcher) Queue() *store.Queue { return d.deps.q }
 
 // SetStopTimeout sets how long a stop lets running activities finish: the worker's WorkerStopTimeout.
 func (d *Dispatcher) SetStopTimeout(t time.Duration) { d.stopTimeout.Store(int64(t)) }
@@ -141,7 +146,9 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	if err := d.prepare(ctx); err != nil {
 		return err
 	}
-	if _, err := d.deps.q.RenewLease(ctx, d.deps.cfg.Owner, d.deps.cfg.LeaseTTL); err != nil {
+	// Listening from the start: the Runner's first read takes in whatever was named before it
+	// subscribed (store.Notifier.NotifiedIDs reports it missed).
+	if _, err := d.deps.q.RenewListening(ctx, d.deps.cfg.Owner, d.deps.cfg.LeaseTTL, !d.deps.cfg.listen().Off); err != nil {
 		return fmt.Errorf("sluice: %w", err)
 	}
 	d.deps.life, d.endLife = context.WithCancel(context.WithoutCancel(ctx))
@@ -175,6 +182,11 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 	}
 	d.deps.stopping.Store(true)
 	bg := context.WithoutCancel(ctx)
+	// Claims from now on admit this owner's tickets for a take, which the stop hands back at once,
+	// rather than moving them to running for a runner that is about to stop.
+	if err := d.deps.q.StopListening(bg, d.deps.cfg.Owner); err != nil {
+		d.deps.log.Warn("sluice: stop listening", "owner", d.deps.cfg.Owner, "error", err)
+	}
 	_ = d.claimer.Stop(bg)
 	// No ticket is written after this, so the hand-back finds every one.
 	_ = d.enqueuer.Stop(bg)
@@ -217,7 +229,7 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 	defer cancel()
 	logged := false
 	for {
-		ts, err := d.deps.q.HandBack(settle, pgqueue.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
+		ts, err := d.deps.q.HandBack(settle, store.HandBackParams{Owner: d.deps.cfg.Owner, SkipRunning: skipRunning})
 		if err != nil {
 			d.deps.log.Error("sluice: hand back tickets at stop", "error", err)
 			return
@@ -248,9 +260,9 @@ func (d *Dispatcher) handBackOwn(ctx context.Context, skipRunning bool) {
 
 // Enqueue holds inv and writes its ticket through the Enqueuer, which writes the tickets of concurrent
 // calls in one statement; a ticket naming a limit that does not exist fails with
-// pgqueue.ErrUnknownLimit. Past MaxHeld invocations it waits for a slot, until ctx is
+// store.ErrUnknownLimit. Past MaxHeld invocations it waits for a slot, until ctx is
 // done, so that the backlog stays in Temporal's task queue rather than in this process's memory.
-func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p pgqueue.EnqueueParams) error {
+func (d *Dispatcher) Enqueue(ctx context.Context, inv *Invocation, p store.EnqueueParams) error {
 	if err := d.deps.reg.acquire(ctx); err != nil {
 		return err
 	}

@@ -17,10 +17,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -41,7 +41,7 @@ var ignoreShared = []goleak.Option{
 // over the same schema, to look at the tables with.
 type testSetup struct {
 	Config
-	Queue *pgqueue.Queue
+	Queue *store.Queue
 }
 
 func testConfig(t *testing.T, limits ...throttle.Limit) testSetup {
@@ -56,16 +56,16 @@ func testConfig(t *testing.T, limits ...throttle.Limit) testSetup {
 // maintenance services): their tests run without the dev server.
 func dbConfig(t *testing.T, limits ...throttle.Limit) testSetup {
 	t.Helper()
-	q := testdb.Engine(t, pgqueue.Options{})
+	q := testdb.Engine(t, store.Options{})
 	if len(limits) > 0 {
 		require.NoError(t, q.UpsertLimits(context.Background(), limits...))
 	}
-	return testSetup{Queue: q, Config: Config{
-		Pool: q.Pool(), Schema: q.Schema(), Owner: "owner-" + t.Name(), Identity: "test", MaxHeld: 100,
+	return testSetup{Queue: q, Config: Config{Owner: "owner-" + t.Name(), Tunables: Tunables{
+		Pool: q.Pool(), Schema: q.Schema(), Identity: "test", MaxHeld: 100,
 		LeaseTTL: 15 * time.Second, PollInterval: 50 * time.Millisecond, HeartbeatInterval: time.Second,
 		ClaimBatch: 10, SelfCheckInterval: time.Second, DataConverter: converter.GetDefaultDataConverter(),
 		FailureConverter: temporal.GetDefaultFailureConverter(), Logger: testenv.Logger(t),
-	}}
+	}}}
 }
 
 // newDispatcher is New, for a test.
@@ -109,7 +109,7 @@ func enqueue(t *testing.T, d *Dispatcher, key string, run RunFunc) *Invocation {
 	t.Helper()
 	inv := NewInvocation(InvocationParams{Key: InvocationKey("default", key, "run", "1", 1), Run: run, Context: context.Background(),
 		TaskToken: []byte("not-a-task-token"), Namespace: "default", Line: "k"}, time.Now())
-	require.NoError(t, d.Enqueue(context.Background(), inv, pgqueue.EnqueueParams{
+	require.NoError(t, d.Enqueue(context.Background(), inv, store.EnqueueParams{
 		LimitKeys: []string{"k"}, Priority: 3, Namespace: "default", WorkflowID: key, RunID: "run",
 		ActivityID: "1", ActivityType: "Test", Attempt: 1, TaskToken: []byte("not-a-task-token")}))
 	return inv

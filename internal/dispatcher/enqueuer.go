@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // enqueueBatch bounds the tickets one statement writes.
@@ -16,12 +16,12 @@ var errEnqueuerStopped = errors.New("sluice: the worker is stopping; the ticket 
 
 // enqueueRequest is one ticket waiting to be written.
 type enqueueRequest struct {
-	p    pgqueue.EnqueueParams
+	p    store.EnqueueParams
 	done chan enqueueResult
 }
 
 type enqueueResult struct {
-	t   pgqueue.Ticket
+	t   store.Ticket
 	err error
 }
 
@@ -49,14 +49,14 @@ func (e *Enqueuer) Start(ctx context.Context) error { return e.startBatches(ctx)
 func (e *Enqueuer) Stop(ctx context.Context) error { return e.stopBatches(ctx) }
 
 // Write writes p's ticket and returns it once it is durable, or why it was not written: p's own
-// fault (pgqueue.ErrUnknownLimit, a validation error), the database's, or the enqueuer stopping.
-func (e *Enqueuer) Write(ctx context.Context, p pgqueue.EnqueueParams) (pgqueue.Ticket, error) {
+// fault (store.ErrUnknownLimit, a validation error), the database's, or the enqueuer stopping.
+func (e *Enqueuer) Write(ctx context.Context, p store.EnqueueParams) (store.Ticket, error) {
 	req := &enqueueRequest{p: p, done: make(chan enqueueResult, 1)}
 	if !e.send(ctx, req) {
 		if err := ctx.Err(); err != nil {
-			return pgqueue.Ticket{}, err
+			return store.Ticket{}, err
 		}
-		return pgqueue.Ticket{}, errEnqueuerStopped
+		return store.Ticket{}, errEnqueuerStopped
 	}
 	// Once sent, the request is answered promptly (by the statement or by the stop); returning
 	// before its answer would leave a ticket nobody holds.
@@ -70,7 +70,7 @@ func (e *Enqueuer) Write(ctx context.Context, p pgqueue.EnqueueParams) (pgqueue.
 // heard an error is then handed back.
 func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
 	isolate(batch, func(part []*enqueueRequest) error {
-		ps := make([]pgqueue.EnqueueParams, len(part))
+		ps := make([]store.EnqueueParams, len(part))
 		for i, r := range part {
 			ps[i] = r.p
 		}

@@ -10,13 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 // lockFair holds the fair-share row of (line, fairness key) until the returned function is called: an
 // enqueue of a ticket with that fairness key waits meanwhile.
-func lockFair(t *testing.T, q *pgqueue.Queue, line, fairnessKey string) (release func()) {
+func lockFair(t *testing.T, q *store.Queue, line, fairnessKey string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := q.Pool().Begin(ctx)
@@ -31,13 +31,13 @@ func lockFair(t *testing.T, q *pgqueue.Queue, line, fairnessKey string) (release
 	return release
 }
 
-func ticketParams(i int, fairnessKey string, keys ...string) pgqueue.EnqueueParams {
-	return pgqueue.EnqueueParams{LimitKeys: keys, Cost: 10, Owner: "o", FairnessKey: fairnessKey,
+func ticketParams(i int, fairnessKey string, keys ...string) store.EnqueueParams {
+	return store.EnqueueParams{LimitKeys: keys, Cost: 10, Owner: "o", FairnessKey: fairnessKey,
 		Namespace: "default", WorkflowID: fmt.Sprint("wf-", i), RunID: "run", ActivityID: "1", Attempt: 1}
 }
 
 // transactionOf returns the transaction that wrote each ticket (its row's xmin).
-func transactionOf(ctx context.Context, t *testing.T, q *pgqueue.Queue, ids ...int64) map[int64]string {
+func transactionOf(ctx context.Context, t *testing.T, q *store.Queue, ids ...int64) map[int64]string {
 	t.Helper()
 	rows, err := q.Pool().Query(ctx, `SELECT id, xmin::text FROM `+pgx.Identifier{q.Schema(), "sluice_ticket"}.Sanitize()+
 		` WHERE id = ANY($1)`, ids)
@@ -69,11 +69,11 @@ func TestEnqueuer_GroupCommit(t *testing.T) {
 	release := lockFair(t, cfg.Queue, "k", "t1")
 	type result struct {
 		i   int
-		t   pgqueue.Ticket
+		t   store.Ticket
 		err error
 	}
 	results := make(chan result, calls)
-	write := func(i int, p pgqueue.EnqueueParams) {
+	write := func(i int, p store.EnqueueParams) {
 		tk, err := e.Write(ctx, p)
 		results <- result{i, tk, err}
 	}
@@ -95,7 +95,7 @@ func TestEnqueuer_GroupCommit(t *testing.T) {
 	for range calls {
 		r := <-results
 		if r.i == bad {
-			require.ErrorIs(t, r.err, pgqueue.ErrUnknownLimit, "the bad ticket fails alone")
+			require.ErrorIs(t, r.err, store.ErrUnknownLimit, "the bad ticket fails alone")
 			continue
 		}
 		require.NoError(t, r.err, "call %d", r.i)

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -32,7 +32,7 @@ type faultBundle struct {
 	d      *Dispatcher
 	cfg    testSetup
 	proxy  *faultproxy.Proxy
-	direct *pgqueue.Queue
+	direct *store.Queue
 	runs   atomic.Int64 // runs of the activities enqueued with bundle.enqueue
 }
 
@@ -46,9 +46,9 @@ func faultSetup(t *testing.T, limit throttle.Limit) *faultBundle {
 	proxy, through := faultproxy.ForTest(t, testdb.PoolConfig(t))
 	var err error
 	cfg.Pool, cfg.Schema = testdb.PoolWith(t, through), schema
-	cfg.Queue, err = pgqueue.New(cfg.Pool, pgqueue.Options{Schema: schema})
+	cfg.Queue, err = store.New(cfg.Pool, store.Options{Schema: schema})
 	require.NoError(t, err)
-	direct, err := pgqueue.New(pool, pgqueue.Options{Schema: schema})
+	direct, err := store.New(pool, store.Options{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, direct.UpsertLimits(context.Background(), limit))
 	cfg.Owner = "owner-" + t.Name()
@@ -69,7 +69,7 @@ func (b *faultBundle) enqueue(t *testing.T, name string, cost int64, run RunFunc
 			b.runs.Add(1)
 			return run(ctx)
 		}, TaskToken: []byte("not-a-task-token"), Namespace: "default", Line: faultKey}, time.Now())
-	err := b.d.Enqueue(context.Background(), inv, pgqueue.EnqueueParams{
+	err := b.d.Enqueue(context.Background(), inv, store.EnqueueParams{
 		LimitKeys: []string{faultKey}, Cost: cost, Namespace: "default", WorkflowID: name, RunID: "run",
 		ActivityID: "1", ActivityType: "Test", Attempt: 1, TaskToken: []byte("not-a-task-token")})
 	return inv, err
@@ -163,6 +163,10 @@ func TestFaults_TakeCommitAnswerLost(t *testing.T) {
 	t.Parallel()
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
+	// A process that polls (behind a transaction pooler) does not listen: claims admit its tickets
+	// for a take.
+	b.cfg.TransactionPooler = true
+	b.d = newDispatcher(t, b.cfg)
 	b.start(t, ctx)
 	require.NoError(t, b.d.claimer.Stop(ctx)) // another replica admits this one's tickets: it takes them
 	for _, name := range []string{"a", "b"} {
@@ -172,10 +176,33 @@ func TestFaults_TakeCommitAnswerLost(t *testing.T) {
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
 		return r.Commits() && r.TxContains("SET state = 'running'")
 	})
-	res, err := b.direct.Claim(ctx, pgqueue.ClaimParams{Owner: "another-replica"})
+	res, err := b.direct.Claim(ctx, store.ClaimParams{Owner: "another-replica"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	fired(t, ctx, f)
+	b.requireSettled(t, ctx, 2)
+	require.EqualValues(t, 2, b.runs.Load())
+}
+
+// A listening process reads the tickets another replica's claim moved to running for it; when that
+// read's answer is lost, the self-check runs them, each once.
+func TestFaults_NotifiedReadAnswerLost(t *testing.T) {
+	t.Parallel()
+	ctx := faultContext(t)
+	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
+	b.start(t, ctx)
+	require.NoError(t, b.d.claimer.Stop(ctx)) // another replica admits this one's tickets
+	for _, name := range []string{"a", "b"} {
+		_, err := b.enqueue(t, name, 10, ok)
+		require.NoError(t, err)
+	}
+	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
+		return r.Contains("state = 'running' AND ($2::bigint[] IS NULL")
+	})
+	res, err := b.direct.Claim(ctx, store.ClaimParams{Owner: "another-replica"})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 2)
+	fired(t, ctx, f) // the owner read the tickets named to it: they were moved straight to running
 	b.requireSettled(t, ctx, 2)
 	require.EqualValues(t, 2, b.runs.Load())
 }
@@ -236,11 +263,11 @@ func TestFaults_RequeueCommitAnswerLost(t *testing.T) {
 	b.requireSettled(t, ctx, 1, 2)
 	require.EqualValues(t, 1, b.runs.Load())
 	tk := b.onlyTicket(t, ctx)
-	require.Equal(t, pgqueue.OutcomeHandedBack, tk.OutcomeKind)
+	require.Equal(t, store.OutcomeHandedBack, tk.OutcomeKind)
 }
 
 // onlyTicket returns the schema's one ticket, by its workflow ID "a".
-func (b *faultBundle) onlyTicket(t *testing.T, ctx context.Context) pgqueue.Ticket {
+func (b *faultBundle) onlyTicket(t *testing.T, ctx context.Context) store.Ticket {
 	t.Helper()
 	var id int64
 	require.NoError(t, b.direct.Pool().QueryRow(ctx, `SELECT id FROM `+
@@ -255,11 +282,11 @@ func TestFaults_HandBackCommitAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5, TokensPerMinute: 60_000})
 	// A dead owner's admitted ticket: no lease. This process's sweep hands it back.
-	tk, err := b.direct.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "dead", Cost: 100,
+	tk, err := b.direct.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "dead", Cost: 100,
 		Namespace: "default", WorkflowID: "a", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1,
 		TaskToken: []byte("not-a-task-token")})
 	require.NoError(t, err)
-	res, err := b.direct.Claim(ctx, pgqueue.ClaimParams{})
+	res, err := b.direct.Claim(ctx, store.ClaimParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
@@ -269,9 +296,9 @@ func TestFaults_HandBackCommitAnswerLost(t *testing.T) {
 	fired(t, ctx, f)
 	b.requireSettled(t, ctx, 1)
 	got, err := b.direct.Ticket(ctx, tk.ID)
-	if !errors.Is(err, pgqueue.ErrNotFound) {
+	if !errors.Is(err, store.ErrNotFound) {
 		require.NoError(t, err)
-		require.Equal(t, pgqueue.OutcomeHandedBack, got.OutcomeKind, "handed back once")
+		require.Equal(t, store.OutcomeHandedBack, got.OutcomeKind, "handed back once")
 	}
 }
 
@@ -280,19 +307,19 @@ func TestFaults_DeliveryTakeAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	// A finished ticket of a dead process, for the delivery loop: its take's answer is lost.
-	tk, err := b.direct.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "gone", Namespace: "default",
+	tk, err := b.direct.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{faultKey}, Owner: "gone", Namespace: "default",
 		WorkflowID: "a", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1, TaskToken: []byte("not-a-task-token")})
 	require.NoError(t, err)
-	_, err = b.direct.Claim(ctx, pgqueue.ClaimParams{Owner: "gone"})
+	_, err = b.direct.Claim(ctx, store.ClaimParams{Owner: "gone"})
 	require.NoError(t, err)
-	require.NoError(t, b.direct.Complete(ctx, pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
+	require.NoError(t, b.direct.Complete(ctx, store.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: store.OutcomeCompleted}))
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool { return r.Contains("deliveries = deliveries + 1") })
 	b.start(t, ctx)
 	fired(t, ctx, f)
 	// Pushed back by the take that was lost, the delivery is taken again once that is due.
 	waitFor(t, ctx, "the outcome to be delivered", func() bool {
 		_, err := b.direct.Ticket(ctx, tk.ID)
-		return errors.Is(err, pgqueue.ErrNotFound)
+		return errors.Is(err, store.ErrNotFound)
 	})
 	b.requireSettled(t, ctx, 1)
 }
@@ -312,7 +339,7 @@ func TestFaults_LeaseRenewalAnswerLost(t *testing.T) {
 		return "done", nil
 	})
 	require.NoError(t, err)
-	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool { return r.Contains("sluice_owner") && r.Contains("INSERT") })
+	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool { return r.Contains("sluice_owner (id, lease_expires_at") })
 	fired(t, ctx, f)
 	// The renewal whose answer was lost failed; the next, a leaseRetry later, keeps the lease: the
 	// running ticket is not handed back.
@@ -323,23 +350,23 @@ func TestFaults_LeaseRenewalAnswerLost(t *testing.T) {
 	b.requireSettled(t, ctx, 1)
 	require.EqualValues(t, 1, b.runs.Load())
 	tk := b.onlyTicketOrGone(t, ctx)
-	require.NotEqual(t, pgqueue.OutcomeHandedBack, tk.OutcomeKind, "the live process's ticket was never handed back")
+	require.NotEqual(t, store.OutcomeHandedBack, tk.OutcomeKind, "the live process's ticket was never handed back")
 }
 
 // onlyTicketOrGone returns the ticket of workflow "a", or a zero ticket once it is delivered (also
 // when its delivery deletes it between the read of its ID and the read of the ticket).
-func (b *faultBundle) onlyTicketOrGone(t *testing.T, ctx context.Context) pgqueue.Ticket {
+func (b *faultBundle) onlyTicketOrGone(t *testing.T, ctx context.Context) store.Ticket {
 	t.Helper()
 	var id int64
 	err := b.direct.Pool().QueryRow(ctx, `SELECT id FROM `+
 		pgx.Identifier{b.direct.Schema(), "sluice_ticket"}.Sanitize()+` WHERE workflow_id = 'a'`).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return pgqueue.Ticket{}
+		return store.Ticket{}
 	}
 	require.NoError(t, err)
 	tk, err := b.direct.Ticket(ctx, id)
-	if errors.Is(err, pgqueue.ErrNotFound) {
-		return pgqueue.Ticket{} // delivered between the two reads
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Ticket{} // delivered between the two reads
 	}
 	require.NoError(t, err)
 	return tk

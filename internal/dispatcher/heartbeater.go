@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // heartbeatParallelism bounds the heartbeat RPCs in flight from one process.
@@ -35,7 +35,7 @@ type Heartbeater struct {
 
 // outcomeReporter reports an outcome to Temporal, with no row to acknowledge: the Deliverer.
 type outcomeReporter interface {
-	deliver(ctx context.Context, t pgqueue.Ticket) error
+	deliver(ctx context.Context, t store.Ticket) error
 }
 
 // Start starts the heartbeat loop.
@@ -109,10 +109,16 @@ func (h *Heartbeater) Send(parent context.Context, inv *Invocation) {
 
 // interrupt ends an invocation Temporal no longer wants: a queued one is removed and reported, a
 // running one has its context cancelled with cause and reports what the activity returns.
+//
+// A gate's permit (OutlivesAttempt) is the exception once its run has begun: the run completes the
+// activity itself and hears Temporal's answer there, so a NotFound or a cancellation that a heartbeat
+// sent just before (the ticket still queued) brings back must not end the hold.
 func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	id, running, cancel := inv.state()
 	if running {
-		cancel(cause)
+		if !inv.outlives {
+			cancel(cause)
+		}
 		return
 	}
 	if id == 0 {
@@ -120,7 +126,12 @@ func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	}
 	err := h.q.Cancel(h.life, id)
 	switch {
-	case errors.Is(err, pgqueue.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound) && inv.outlives:
+		// Admitted meanwhile: a run that began holds on (see above); one not begun is refused, and
+		// the runner hands the ticket back.
+		h.reg.letGo(inv)
+		return
+	case errors.Is(err, store.ErrNotFound):
 		// Either admitted and taken meanwhile (the run is starting: cancel it), or the ticket is gone
 		// (handed back by a survivor while this process had lost its lease): if Temporal no longer
 		// knows the activity either, nothing will ever run it here, so let it go. The runner may
@@ -145,7 +156,7 @@ func (h *Heartbeater) interrupt(inv *Invocation, cause error) {
 	}
 	kind, outcome := h.enc.outcome(h.life, nil, cause)
 	if cause == errCancelRequested {
-		kind, outcome = pgqueue.OutcomeCanceled, nil
+		kind, outcome = store.OutcomeCanceled, nil
 	}
 	if err := h.reporter.deliver(h.life, inv.outcomeTicket(id, kind, outcome)); err != nil {
 		h.log.Warn("sluice: report cancelled activity", "ticket_id", id, "error", err)

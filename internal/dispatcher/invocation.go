@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/admission"
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -33,6 +33,10 @@ type InvocationParams struct {
 	// Model is the model the route names, which prices reported usage (Config.Prices); empty for
 	// none.
 	Model string
+	// OutlivesAttempt says the run completes its Temporal activity itself, early, and goes on past
+	// the attempt's deadline (a gate's permit, held until released): its context has no deadline.
+	// Queued, the invocation is still forgotten once the deadline passes.
+	OutlivesAttempt bool
 }
 
 // Invocation is one routed activity attempt held in this process's memory from ExecuteActivity until
@@ -49,6 +53,7 @@ type Invocation struct {
 	hbTimeout time.Duration
 	line      string
 	model     string
+	outlives  bool
 
 	mu       sync.Mutex
 	ticketID int64
@@ -75,17 +80,8 @@ func NewInvocation(p InvocationParams, now time.Time) *Invocation {
 	return &Invocation{
 		key: p.Key, run: p.Run, base: context.WithoutCancel(p.Context), token: p.TaskToken,
 		namespace: p.Namespace, deadline: p.Deadline, hbTimeout: p.HeartbeatTimeout, line: p.Line, model: p.Model,
-		actual: -1, lastSent: now,
+		outlives: p.OutlivesAttempt, actual: -1, lastSent: now,
 	}
-}
-
-// InvocationKey identifies an attempt by what both Temporal and its ticket know.
-func InvocationKey(ns, wf, run, act string, attempt int32) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%d", ns, wf, run, act, attempt)
-}
-
-func ticketKey(t pgqueue.Ticket) string {
-	return InvocationKey(t.Namespace, t.WorkflowID, t.RunID, t.ActivityID, int32(t.Attempt))
 }
 
 type invocationCtxKey struct{}
@@ -106,7 +102,7 @@ func (inv *Invocation) Line() string { return inv.line }
 // cause (Temporal's cancellation, a stop), and the handles sluiceactivity reaches through run.
 func (inv *Invocation) runContext(run admission.Run) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(inv.base)
-	if !inv.deadline.IsZero() {
+	if !inv.deadline.IsZero() && !inv.outlives {
 		var cancelDeadline context.CancelFunc
 		ctx, cancelDeadline = context.WithDeadline(ctx, inv.deadline)
 		prev := cancel
@@ -128,8 +124,8 @@ func (inv *Invocation) execute(ctx context.Context) (result any, err error) {
 
 // outcomeTicket is the ticket that reports kind and outcome for the invocation's ticket id, as much
 // of it as a delivery needs.
-func (inv *Invocation) outcomeTicket(id int64, kind string, outcome []byte) pgqueue.Ticket {
-	return pgqueue.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}
+func (inv *Invocation) outcomeTicket(id int64, kind string, outcome []byte) store.Ticket {
+	return store.Ticket{ID: id, TaskToken: inv.token, Namespace: inv.namespace, OutcomeKind: kind, Outcome: outcome}
 }
 
 func (inv *Invocation) taskToken() []byte { return inv.token }
@@ -155,7 +151,7 @@ const (
 // ticket's Requeues, which each requeue adds one to. The claimer, the take loop and the self-check
 // may each hand the runner the same admission (the self-check acts on what the others' lost answers
 // left behind); it is run once.
-func (inv *Invocation) tryBegin(t pgqueue.Ticket, cancel context.CancelCauseFunc, now time.Time) beginResult {
+func (inv *Invocation) tryBegin(t store.Ticket, cancel context.CancelCauseFunc, now time.Time) beginResult {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	switch {
@@ -220,14 +216,14 @@ func (inv *Invocation) requeued(now time.Time) {
 
 // ranAdmission reports whether a run of t's admission has begun, or a run is under way: the
 // self-check leaves such a ticket to the run (or the requeue) that holds it.
-func (inv *Invocation) ranAdmission(t pgqueue.Ticket) bool {
+func (inv *Invocation) ranAdmission(t store.Ticket) bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	return inv.ranLocked(t)
 }
 
 // ranLocked is ranAdmission with inv.mu held.
-func (inv *Invocation) ranLocked(t pgqueue.Ticket) bool {
+func (inv *Invocation) ranLocked(t store.Ticket) bool {
 	return inv.running || (inv.begun && t.Requeues <= inv.gen)
 }
 
@@ -255,7 +251,7 @@ func (inv *Invocation) expired(now time.Time) bool {
 
 // heartbeatDue reports whether the heartbeat loop should heartbeat the invocation at now. Sluice
 // keeps the attempt alive while it is in Sluice's hands: queued, and after the activity returned
-// while its outcome is recorded and delivered. While the activity runs, a HeartbeatTimeout is the
+// while its outcome is delivered and recorded. While the activity runs, a HeartbeatTimeout is the
 // activity's own: Sluice only flushes the details it recorded, and sends one heartbeat if the last
 // one went out before the run started and the timeout is near, so that the activity has at least its
 // whole HeartbeatTimeout from its start, as it would without Sluice. A stuck activity is thus timed
@@ -265,6 +261,10 @@ func (inv *Invocation) heartbeatDue(now time.Time, interval time.Duration) bool 
 	defer inv.mu.Unlock()
 	since := now.Sub(inv.lastSent)
 	switch {
+	case inv.running && inv.outlives:
+		// The run completed its activity itself (a gate's permit): Temporal would answer NotFound,
+		// and the answer would cancel the run that holds the permit.
+		return false
 	case inv.running && !inv.finished && inv.hbTimeout > 0:
 		flush := inv.pending && since >= heartbeatThrottle(inv.hbTimeout)
 		bridge := inv.lastSent.Before(inv.started) && since >= inv.hbTimeout*8/10

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -28,6 +28,7 @@ func TestInvocation_HeartbeatDue(t *testing.T) {
 		details   bool
 		startedAt time.Duration // after t0, when the run started (t0 itself unless set)
 		finished  bool
+		outlives  bool          // a gate's permit: the run completed its activity itself
 		at        time.Duration // after t0, the last heartbeat
 		want      bool
 	}{
@@ -45,13 +46,20 @@ func TestInvocation_HeartbeatDue(t *testing.T) {
 		{name: "RunStartedAfterLastHeartbeatNotYet", hbTimeout: 10 * time.Second, running: true, startedAt: time.Second, at: 7999 * time.Millisecond, want: false},
 		{name: "FinishedRunKeptAliveLikeQueued", hbTimeout: 10 * time.Second, running: true, finished: true, at: interval, want: true},
 		{name: "FinishedRunNotBeforeInterval", hbTimeout: 10 * time.Second, running: true, finished: true, at: interval - time.Millisecond, want: false},
+		// A held permit is never heartbeated: its Acquire is complete, and Temporal's NotFound would
+		// cancel the hold (and a finished one has nothing to deliver).
+		{name: "PermitHeldNotBridged", hbTimeout: 10 * time.Second, running: true, outlives: true, startedAt: time.Second, at: time.Hour, want: false},
+		{name: "PermitHeldWithoutTimeout", running: true, outlives: true, at: time.Hour, want: false},
+		{name: "PermitEnded", hbTimeout: 10 * time.Second, running: true, outlives: true, finished: true, at: time.Hour, want: false},
+		{name: "PermitQueuedIsHeartbeated", hbTimeout: 10 * time.Second, outlives: true, at: 8 * time.Second, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			inv := newTestInvocation(tt.hbTimeout, time.Time{})
+			inv.outlives = tt.outlives
 			if tt.running {
-				inv.tryBegin(pgqueue.Ticket{ID: 1}, func(error) {}, t0.Add(tt.startedAt))
+				inv.tryBegin(store.Ticket{ID: 1}, func(error) {}, t0.Add(tt.startedAt))
 			}
 			if tt.finished {
 				inv.finish()
@@ -81,7 +89,7 @@ func TestInvocation_Expired(t *testing.T) {
 	inv := newTestInvocation(0, t0)
 	require.False(t, inv.expired(t0.Add(time.Second)), "a second of grace past the deadline")
 	require.True(t, inv.expired(t0.Add(time.Second+time.Nanosecond)))
-	inv.tryBegin(pgqueue.Ticket{ID: 1}, func(error) {}, t0)
+	inv.tryBegin(store.Ticket{ID: 1}, func(error) {}, t0)
 	require.False(t, inv.expired(t0.Add(time.Hour)), "a running invocation is never swept: its run ends it")
 	require.False(t, newTestInvocation(0, time.Time{}).expired(t0.Add(time.Hour)), "no deadline, never expired")
 }
@@ -90,7 +98,7 @@ func TestInvocation_FinishAndRequeue(t *testing.T) {
 	t.Parallel()
 	inv := newTestInvocation(0, time.Time{})
 	var cause error
-	inv.tryBegin(pgqueue.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
+	inv.tryBegin(store.Ticket{ID: 7, Cost: 100, LimitKeys: []string{"a"}}, func(err error) { cause = err }, t0)
 	require.Equal(t, int64(7), inv.admissionFacts().TicketID)
 	inv.reportUsage(throttle.Tokens(42), 0)
 	inv.rateLimited(t0.Add(time.Second))
@@ -130,7 +138,7 @@ func TestRegistry(t *testing.T) {
 
 	b := NewInvocation(InvocationParams{Key: InvocationKey("ns", "wf", "run", "act", 2), Context: ctx}, t0)
 	r.hold(b)
-	r.dropTicket(pgqueue.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2}, errStopping)
+	r.dropTicket(store.Ticket{Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: "act", Attempt: 2}, errStopping)
 	require.Empty(t, r.snapshot())
 }
 
@@ -148,24 +156,43 @@ func TestRegistry_LetGo(t *testing.T) {
 	require.False(t, running)
 	require.Nil(t, cancel)
 	require.Nil(t, r.lookup(queued.Key()), "let go")
-	require.Equal(t, runAbandoned, queued.tryBegin(pgqueue.Ticket{ID: 1}, func(error) {}, t0), "a run looked up before the drop never begins")
+	require.Equal(t, runAbandoned, queued.tryBegin(store.Ticket{ID: 1}, func(error) {}, t0), "a run looked up before the drop never begins")
 
 	busy := NewInvocation(InvocationParams{Key: "r", Context: ctx}, t0)
 	require.NoError(t, r.acquire(ctx))
 	r.hold(busy)
 	var cause error
-	require.Equal(t, runBegun, busy.tryBegin(pgqueue.Ticket{ID: 2}, func(err error) { cause = err }, t0))
+	require.Equal(t, runBegun, busy.tryBegin(store.Ticket{ID: 2}, func(err error) { cause = err }, t0))
 	cancel, running = r.letGo(busy)
 	require.True(t, running)
 	require.Same(t, busy, r.lookup("r"), "the run holds it")
 	cancel(errActivityGone)
 	require.ErrorIs(t, cause, errActivityGone, "the run's own cancel function")
-	require.Equal(t, runAlready, busy.tryBegin(pgqueue.Ticket{ID: 2}, func(error) {}, t0))
+	require.Equal(t, runAlready, busy.tryBegin(store.Ticket{ID: 2}, func(error) {}, t0))
 
 	busy.requeued(t0)
 	_, running = r.letGo(busy)
 	require.False(t, running, "requeued, it is queued again: let go")
-	require.Equal(t, runAbandoned, busy.tryBegin(pgqueue.Ticket{ID: 2, Requeues: 1}, func(error) {}, t0),
+	require.Equal(t, runAbandoned, busy.tryBegin(store.Ticket{ID: 2, Requeues: 1}, func(error) {}, t0),
 		"the next admission never begins")
 	require.Empty(t, r.snapshot())
+}
+
+// Temporal's answer to a heartbeat sent while a gate's permit was still queued can arrive after its
+// run began and completed Acquire: NotFound then says nothing about the permit, which the run holds
+// until Release. The heartbeater leaves such a run alone, and cancels any other run as before.
+func TestHeartbeater_InterruptLeavesAHeldPermit(t *testing.T) {
+	t.Parallel()
+	h := &Heartbeater{}
+	permit := NewInvocation(InvocationParams{Key: "p", Context: context.Background(), HeartbeatTimeout: time.Second,
+		Line: "line", OutlivesAttempt: true}, t0)
+	var permitCancelled, runCancelled bool
+	require.Equal(t, runBegun, permit.tryBegin(store.Ticket{ID: 1}, func(error) { permitCancelled = true }, t0))
+	h.interrupt(permit, errActivityGone)
+	require.False(t, permitCancelled, "the hold was cancelled")
+
+	run := newTestInvocation(time.Second, time.Time{})
+	require.Equal(t, runBegun, run.tryBegin(store.Ticket{ID: 2}, func(error) { runCancelled = true }, t0))
+	h.interrupt(run, errActivityGone)
+	require.True(t, runCancelled, "an activity's run is cancelled when Temporal no longer knows it")
 }

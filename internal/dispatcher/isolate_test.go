@@ -15,16 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 // completions returns a completion request for each ticket, in order.
-func completions(ts ...pgqueue.Ticket) []*completion {
+func completions(ts ...store.Ticket) []*completion {
 	out := make([]*completion, len(ts))
 	for i, tk := range ts {
 		out[i] = &completion{done: make(chan error, 1),
-			p: pgqueue.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}}
+			p: store.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: store.OutcomeCompleted}}
 	}
 	return out
 }
@@ -89,7 +89,7 @@ func TestRunner_RequeueRaceKeepsTheNewRun(t *testing.T) {
 	d := newDispatcher(t, cfg)
 	second, cause := make(chan struct{}), make(chan error, 1)
 	var runs atomic.Int64
-	d.runner.testHookRequeued = func(pgqueue.Ticket) {
+	d.runner.testHookRequeued = func(store.Ticket) {
 		select {
 		case <-second:
 		case <-ctx.Done():
@@ -146,7 +146,7 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	require.NoError(t, d.runner.Stop(ctx)) // the take loop; runs still start
 	ran := make(chan struct{})
 	enqueue(t, d, "left", func(context.Context) (any, error) { close(ran); return "done", nil })
-	res, err := cfg.Queue.Claim(ctx, pgqueue.ClaimParams{Owner: "another-replica"})
+	res, err := cfg.Queue.Claim(ctx, store.ClaimParams{Owner: "another-replica"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
 	require.Equal(t, 1, checked.WaitUntil(t, func(n int) bool { return n > 0 }), "one check reconciled the ticket")
@@ -158,7 +158,7 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	require.EqualValues(t, 1, reconciled.Load(), "and said so once")
 	waitFor(t, ctx, "the ticket to finish", func() bool {
 		tk, err := cfg.Queue.Ticket(ctx, res.Admitted[0].ID)
-		return err != nil || tk.State == pgqueue.TicketStateFinished
+		return err != nil || tk.State == store.TicketStateFinished
 	})
 }
 
@@ -166,17 +166,17 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 // given and reports them unrecorded, so that nothing is delivered.
 type outcomeLog struct {
 	mu  sync.Mutex
-	got []pgqueue.Ticket
+	got []store.Ticket
 }
 
-func (l *outcomeLog) Record(_ context.Context, t pgqueue.Ticket, _ runReport) bool {
+func (l *outcomeLog) Record(_ context.Context, t store.Ticket, _ runReport, _ bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got = append(l.got, t)
 	return false
 }
 
-func (l *outcomeLog) tickets() []pgqueue.Ticket {
+func (l *outcomeLog) tickets() []store.Ticket {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.got)
@@ -188,7 +188,7 @@ type takenBundle struct {
 	d        *Dispatcher
 	cfg      testSetup
 	inv      *Invocation
-	taken    pgqueue.Ticket
+	taken    store.Ticket
 	active   atomic.Bool   // the activity is running
 	started  chan struct{} // closed when the activity starts
 	outcomes *outcomeLog
@@ -210,16 +210,16 @@ func takenSetup(t *testing.T, ctx context.Context, deadline time.Time) *takenBun
 		}}, time.Now())
 	require.NoError(t, b.d.deps.reg.acquire(ctx))
 	b.d.deps.reg.hold(b.inv)
-	tk, err := b.cfg.Queue.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: b.cfg.Owner,
+	tk, err := b.cfg.Queue.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: b.cfg.Owner,
 		Namespace: "default", WorkflowID: "gone", RunID: "run", ActivityID: "1", ActivityType: "Test", Attempt: 1,
 		TaskToken: []byte("not-a-task-token")})
 	require.NoError(t, err)
 	b.inv.setTicket(tk.ID)
-	res, err := b.cfg.Queue.Claim(ctx, pgqueue.ClaimParams{Owner: b.cfg.Owner})
+	res, err := b.cfg.Queue.Claim(ctx, store.ClaimParams{Owner: b.cfg.Owner})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
 	b.taken = res.Admitted[0]
-	require.Equal(t, pgqueue.TicketStateRunning, b.taken.State, "the owner's own claim takes the ticket")
+	require.Equal(t, store.TicketStateRunning, b.taken.State, "the owner's own claim takes the ticket")
 	t.Cleanup(func() { // a run that began wrongly is ended, so that no goroutine outlives the test
 		b.inv.cancelRun(errStopping)
 		<-b.d.runner.idleCh()
@@ -231,7 +231,7 @@ func takenSetup(t *testing.T, ctx context.Context, deadline time.Time) *takenBun
 // before the run begins, and reports whether a run began; if one did, its activity has started.
 func (b *takenBundle) runBetween(t *testing.T, between func()) bool {
 	t.Helper()
-	b.d.runner.testHookLookedUp = func(_ pgqueue.Ticket, looked *Invocation) {
+	b.d.runner.testHookLookedUp = func(_ store.Ticket, looked *Invocation) {
 		require.Same(t, b.inv, looked)
 		between()
 	}
@@ -251,8 +251,8 @@ func (b *takenBundle) requireReleasedOnce(t *testing.T, ctx context.Context) {
 	t.Helper()
 	got, err := b.cfg.Queue.Ticket(ctx, b.taken.ID)
 	require.NoError(t, err)
-	require.Equal(t, pgqueue.TicketStateFinished, got.State)
-	require.Equal(t, pgqueue.OutcomeHandedBack, got.OutcomeKind)
+	require.Equal(t, store.TicketStateFinished, got.State)
+	require.Equal(t, store.OutcomeHandedBack, got.OutcomeKind)
 	require.False(t, b.active.Load(), "the ticket was handed back, its slot freed, while its activity runs")
 	problems, err := b.cfg.Queue.Verify(ctx)
 	require.NoError(t, err)
@@ -309,7 +309,7 @@ func TestRunner_LetGoBetweenTakeAndRun(t *testing.T) {
 	t.Run("StopHandsBack", func(t *testing.T) {
 		b := takenSetup(t, ctx, time.Time{})
 		began := b.runBetween(t, func() { // handBackOwn's hand-back, without its deliveries to Temporal
-			back, err := b.cfg.Queue.HandBack(ctx, pgqueue.HandBackParams{Owner: b.cfg.Owner})
+			back, err := b.cfg.Queue.HandBack(ctx, store.HandBackParams{Owner: b.cfg.Owner})
 			require.NoError(t, err)
 			require.Len(t, back, 1)
 			b.d.deps.reg.dropTicket(back[0], errStopping)

@@ -62,7 +62,7 @@ func nextRenewal(interval time.Duration, err error) time.Duration {
 
 // renew renews the lease once, warning when it failed or had lapsed.
 func (l *LeaseRenewer) renew(ctx context.Context) renewal {
-	lapsed, err := l.q.RenewLease(ctx, l.cfg.Owner, l.cfg.LeaseTTL)
+	lapsed, err := l.q.RenewListening(ctx, l.cfg.Owner, l.cfg.LeaseTTL, l.listens())
 	switch {
 	case err != nil && ctx.Err() == nil:
 		l.log.Warn("sluice: renew lease", "owner", l.cfg.Owner, "error", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/uber-go/tally/v4"
 	temporaltally "go.temporal.io/sdk/contrib/tally"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/telemetry"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -26,7 +26,7 @@ func startAlone(t *testing.T, s service) {
 }
 
 // ownerTable is the schema's sluice_owner, quoted.
-func ownerTable(q *pgqueue.Queue) string {
+func ownerTable(q *store.Queue) string {
 	return pgx.Identifier{q.Schema(), "sluice_owner"}.Sanitize()
 }
 
@@ -85,8 +85,8 @@ func TestRescuer_HandsBackDeadOwnersTickets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	cfg := dbConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 5})
-	enqueueFor := func(owner string) pgqueue.Ticket {
-		tk, err := cfg.Queue.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: owner,
+	enqueueFor := func(owner string) store.Ticket {
+		tk, err := cfg.Queue.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"k"}, Cost: 10, Owner: owner,
 			Namespace: "default", WorkflowID: owner, RunID: "run", ActivityID: "1", Attempt: 1})
 		require.NoError(t, err)
 		return tk
@@ -94,22 +94,22 @@ func TestRescuer_HandsBackDeadOwnersTickets(t *testing.T) {
 	_, err := cfg.Queue.RenewLease(ctx, "alive", time.Hour)
 	require.NoError(t, err)
 	dead, alive := enqueueFor("dead"), enqueueFor("alive") // "dead" has no lease
-	res, err := cfg.Queue.Claim(ctx, pgqueue.ClaimParams{})
+	res, err := cfg.Queue.Claim(ctx, store.ClaimParams{})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 
 	r := newDispatcher(t, cfg).rescuer
 	r.signals.Rescued.Init()
 	startAlone(t, r)
-	back := r.signals.Rescued.WaitUntil(t, func(back []pgqueue.Ticket) bool { return len(back) > 0 })
+	back := r.signals.Rescued.WaitUntil(t, func(back []store.Ticket) bool { return len(back) > 0 })
 	require.Len(t, back, 1)
 	require.Equal(t, dead.ID, back[0].ID, "the dead owner's ticket, and only it")
 	got, err := cfg.Queue.Ticket(ctx, dead.ID)
 	require.NoError(t, err)
-	require.Equal(t, pgqueue.OutcomeHandedBack, got.OutcomeKind)
+	require.Equal(t, store.OutcomeHandedBack, got.OutcomeKind)
 	got, err = cfg.Queue.Ticket(ctx, alive.ID)
 	require.NoError(t, err)
-	require.Equal(t, pgqueue.TicketStateAdmitted, got.State, "a live owner's ticket is left alone")
+	require.Equal(t, store.TicketStateAdmitted, got.State, "a live owner's ticket is left alone")
 	st, err := cfg.Queue.LimitStatus(ctx, "k")
 	require.NoError(t, err)
 	require.Equal(t, 1, st.State.InflightCount, "the dead owner's slot was released")

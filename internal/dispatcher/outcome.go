@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Causes of a run context's cancellation.
@@ -42,13 +42,13 @@ func (e encoder) outcome(ctx context.Context, result any, err error) (string, []
 		if merr != nil {
 			return e.failed(fmt.Errorf("sluice: marshal activity result: %w", merr))
 		}
-		return pgqueue.OutcomeCompleted, b
+		return store.OutcomeCompleted, b
 	case errors.Is(err, activity.ErrResultPending):
-		return pgqueue.OutcomePending, nil
+		return store.OutcomePending, nil
 	case errors.Is(cause, errStopping):
-		return pgqueue.OutcomeHandedBack, nil
+		return store.OutcomeHandedBack, nil
 	case errors.Is(cause, errCancelRequested) && (errors.Is(err, context.Canceled) || temporal.IsCanceledError(err)):
-		return pgqueue.OutcomeCanceled, nil
+		return store.OutcomeCanceled, nil
 	}
 	return e.failed(err)
 }
@@ -58,7 +58,7 @@ func (e encoder) failed(err error) (string, []byte) {
 	if merr != nil {
 		b, _ = proto.Marshal(&failurepb.Failure{Message: err.Error()})
 	}
-	return pgqueue.OutcomeFailed, b
+	return store.OutcomeFailed, b
 }
 
 // handedBackError is what Temporal sees for an attempt whose worker stopped or died before it ran to

@@ -23,7 +23,7 @@ const probeRounds = 3
 // poolerFix is what the refusal and the hints tell the user to do.
 const poolerFix = "set Options.TransactionPooler, add default_query_exec_mode=exec to the pool's URL " +
 	"(pgx's simple or exec protocol, no cached prepared statements), and either set Options.ListenURL to a " +
-	"direct connection string or leave it empty to poll; see \"Connections and poolers\" in Sluice's README"
+	"direct connection string or leave it empty to poll; see \"Connections and poolers\" in Sluice's docs/connections.md"
 
 // checkPooler refuses a Pool behind an undeclared transaction pooler. Unflagged, the plugin would
 // LISTEN on a pooled connection and cache prepared statements on it, and a transaction pooler hands
@@ -63,7 +63,8 @@ func (d *Dispatcher) checkPooler(ctx context.Context) error {
 // pooler that shows neither is let through with a warning through warn.
 //
 // Every statement uses the simple protocol, so that the check itself works whatever the pool's
-// DefaultQueryExecMode (a cached statement is what fails first behind PgBouncer before 1.21).
+// DefaultQueryExecMode (a cached statement is what fails first behind PgBouncer before 1.21, or
+// from 1.21 to 1.23 without max_prepared_statements).
 func detectTransactionPooler(ctx context.Context, pool *pgxpool.Pool, warn func(msg string, args ...any)) (string, error) {
 	c, err := pool.Acquire(ctx)
 	if err != nil {

@@ -4,16 +4,16 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testsignal"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // pruneEvery is how often the Pruner prunes finished rows.
 const pruneEvery = time.Minute
 
-// Pruner deletes, every pruneEvery, the rows the queue no longer needs, with pgqueue.Queue.Prune's
+// Pruner deletes, every pruneEvery, the rows the queue no longer needs, with store.Queue.Prune's
 // defaults: returned tickets and lapsed owners an hour old, fairness rows of idle keys, usage history
-// older than an hour, and limit history older than pgqueue.LimitHistoryRetention (90 days).
+// older than an hour, and limit history older than store.LimitHistoryRetention (90 days).
 type Pruner struct {
 	loops
 	*deps
@@ -37,7 +37,7 @@ func (p *Pruner) loop(ctx context.Context) {
 }
 
 func (p *Pruner) prune(ctx context.Context) {
-	_, err := p.q.Prune(ctx, pgqueue.PruneParams{})
+	_, err := p.q.Prune(ctx, store.PruneParams{})
 	if err != nil && ctx.Err() == nil {
 		p.log.Warn("sluice: prune", "error", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // Registry is the invocations this process holds, queued or running, bounded by a number of slots.
@@ -63,7 +63,7 @@ func (r *Registry) letGo(inv *Invocation) (cancel context.CancelCauseFunc, runni
 // dropTicket forgets the invocation of ticket t, which Postgres has finished or removed, if this
 // process holds it: a run of it not begun yet never begins (Invocation.abandon), and one under way
 // (a stop hands back running tickets) is cancelled with cause and let go, its result dropped.
-func (r *Registry) dropTicket(t pgqueue.Ticket, cause error) {
+func (r *Registry) dropTicket(t store.Ticket, cause error) {
 	if inv := r.lookup(ticketKey(t)); inv != nil {
 		if cancel, running := inv.abandon(); running {
 			cancel(cause)

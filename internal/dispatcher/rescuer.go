@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/testsignal"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // sweepEvery is how often the Rescuer, the Gauger and the Forgetter each run, given LeaseTTL: every
@@ -25,7 +25,7 @@ type Rescuer struct {
 
 // rescuerSignals are the Rescuer's events, for tests.
 type rescuerSignals struct {
-	Rescued testsignal.Signal[[]pgqueue.Ticket] // a pass ended; the tickets it handed back, maybe none
+	Rescued testsignal.Signal[[]store.Ticket] // a pass ended; the tickets it handed back, maybe none
 }
 
 // Start starts the hand-back loop.
@@ -40,7 +40,7 @@ func (r *Rescuer) loop(ctx context.Context) {
 
 // rescue hands back dead owners' tickets once, counting and logging them by owner.
 func (r *Rescuer) rescue(ctx context.Context) {
-	back, err := r.q.HandBack(ctx, pgqueue.HandBackParams{})
+	back, err := r.q.HandBack(ctx, store.HandBackParams{})
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("sluice: hand back tickets of dead owners", "error", err)
 	}

@@ -12,15 +12,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice/internal/admission"
+	"github.com/sluicehq/sluice/internal/admit"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/telemetry"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
 // Runner runs this owner's admitted tickets: its loop takes them as their admission is notified (and
 // every PollInterval), and each runs its held invocation in a goroutine the Runner tracks. A finished
-// run's outcome is recorded (the Completer), then delivered (the Deliverer); a run the provider
-// refused is requeued.
+// run's outcome is delivered (the Deliverer), then recorded with its usage (the Completer); a run the
+// provider refused is requeued.
 type Runner struct {
 	loops
 	*deps
@@ -31,10 +32,10 @@ type Runner struct {
 
 	// testHookRequeued, when set, is called once a requeue's statement has returned: tests use it to
 	// have the ticket admitted again at that point.
-	testHookRequeued func(pgqueue.Ticket)
+	testHookRequeued func(store.Ticket)
 	// testHookLookedUp, when set, is called once run has found a ticket's invocation, before it
 	// begins the run: tests use it to act on the invocation in that window.
-	testHookLookedUp func(pgqueue.Ticket, *Invocation)
+	testHookLookedUp func(store.Ticket, *Invocation)
 
 	mu   sync.Mutex
 	runs int
@@ -44,12 +45,19 @@ type Runner struct {
 // outcomeRecorder records a finished run's outcome in Postgres, releasing its reservation, and
 // reports whether it did: the Completer.
 type outcomeRecorder interface {
-	Record(ctx context.Context, t pgqueue.Ticket, rep runReport) bool
+	Record(ctx context.Context, t store.Ticket, rep runReport, delivered bool) bool
 }
 
-// outcomeDeliverer reports a recorded outcome to Temporal and acknowledges it: the Deliverer.
+// outcomeDeliverer reports a finished run's outcome to Temporal and says whether Temporal has it: the
+// Deliverer.
 type outcomeDeliverer interface {
-	DeliverAndAck(ctx context.Context, t pgqueue.Ticket)
+	Deliver(ctx context.Context, t store.Ticket) error
+}
+
+// recordedDeliverer reports a recorded outcome (a claim's refusal) to Temporal and acknowledges it:
+// the Deliverer.
+type recordedDeliverer interface {
+	DeliverAndAck(ctx context.Context, t store.Ticket)
 }
 
 // heartbeatSender sends one heartbeat of an invocation with its latest details: the Heartbeater.
@@ -57,9 +65,11 @@ type heartbeatSender interface {
 	Send(ctx context.Context, inv *Invocation)
 }
 
-// subscriber wakes a subscriber on a topic's notifications: the dispatcher's pgqueue.Notifier.
+// subscriber wakes a subscriber on a topic's notifications, and tells an owner the tickets they named:
+// the dispatcher's store.Notifier.
 type subscriber interface {
-	Subscribe(topic pgqueue.Topic) (<-chan struct{}, func())
+	Subscribe(topic store.Topic) (<-chan struct{}, func())
+	NotifiedIDs(owner string) (ids []int64, missed, woken bool)
 }
 
 // Start starts the loop that takes admitted tickets.
@@ -69,17 +79,38 @@ func (r *Runner) Start(ctx context.Context) error { return r.start(ctx, r.loop) 
 func (r *Runner) Stop(ctx context.Context) error { return r.stop(ctx) }
 
 func (r *Runner) loop(ctx context.Context) {
-	admitted, unsubscribe := r.notifier.Subscribe(pgqueue.TopicAdmitted(r.cfg.Owner))
+	admitted, unsubscribe := r.notifier.Subscribe(store.TopicAdmitted(r.cfg.Owner))
 	defer unsubscribe()
-	r.takeLoop(ctx, admitted, "take admitted tickets",
-		func(ctx context.Context, n int) ([]pgqueue.Ticket, error) {
-			ts, err := r.q.TakeAdmitted(ctx, r.cfg.Owner, n)
-			if err != nil {
-				r.checkSoon() // a take whose answer was lost left its tickets running: the self-check runs them
-			}
-			return ts, err
-		},
-		func(_ context.Context, t pgqueue.Ticket) { r.run(t) })
+	r.takeLoop(ctx, admitted, "take admitted tickets", r.take, func(_ context.Context, t store.Ticket) { r.run(t) })
+}
+
+// take returns this owner's tickets to run: those claims moved straight to running and named in its
+// notifications, read (all of its running ones when some may have been missed: run skips those under
+// way); then up to n admitted ones, taken (admitted by a claimer that did not see this owner
+// listening, or of an older release), unless every notification since the last round named its
+// tickets. A round that no notification started (the poll) takes.
+func (r *Runner) take(ctx context.Context, n int) ([]store.Ticket, error) {
+	var ts []store.Ticket
+	ids, missed, woken := r.notifier.NotifiedIDs(r.cfg.Owner)
+	if missed || len(ids) > 0 {
+		if missed {
+			ids = nil
+		}
+		read, err := r.q.RunningTickets(ctx, r.cfg.Owner, ids)
+		if err != nil {
+			r.checkSoon() // the self-check runs what this read did not
+			return nil, err
+		}
+		ts = read
+		if !woken {
+			return ts, nil
+		}
+	}
+	taken, err := r.q.TakeAdmitted(ctx, r.cfg.Owner, n)
+	if err != nil {
+		r.checkSoon() // a take whose answer was lost left its tickets running: the self-check runs them
+	}
+	return append(ts, taken...), err
 }
 
 // Drain waits for the runs under way to end. If they have not within timeout, it cancels them (their
@@ -129,7 +160,7 @@ func (r *Runner) track(delta int) {
 }
 
 // run runs an admitted ticket's invocation in its own goroutine.
-func (r *Runner) run(t pgqueue.Ticket) {
+func (r *Runner) run(t store.Ticket) {
 	inv := r.reg.lookup(ticketKey(t))
 	if inv == nil {
 		// This process no longer holds the invocation (Temporal timed it out and it was swept): give
@@ -163,16 +194,16 @@ func (r *Runner) run(t pgqueue.Ticket) {
 
 // release gives back ticket t, which nothing will run: completed as handed back, it never started,
 // so its reservation comes back whole.
-func (r *Runner) release(t pgqueue.Ticket) {
-	err := r.q.Complete(r.life, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: throttle.AbandonedCost(false), OutcomeKind: pgqueue.OutcomeHandedBack})
-	if err != nil && !errors.Is(err, pgqueue.ErrNotFound) {
+func (r *Runner) release(t store.Ticket) {
+	err := r.q.Complete(r.life, store.CompleteParams{TicketID: t.ID, ActualCost: admit.AbandonedCost(false), OutcomeKind: store.OutcomeHandedBack})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		r.log.Warn("sluice: release ticket without invocation", "ticket_id", t.ID, "error", err)
 	}
 }
 
 // finish runs the activity and hands what it returned on: a refused call is requeued, anything else
 // is completed.
-func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, span trace.Span) {
+func (r *Runner) finish(ctx context.Context, inv *Invocation, t store.Ticket, span trace.Span) {
 	result, err := inv.execute(ctx)
 	rep := inv.finish()
 	if !rep.limited.IsZero() && errors.Is(err, admission.ErrRefused) && ctx.Err() == nil {
@@ -183,7 +214,7 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, 
 	}
 	t.OutcomeKind, t.Outcome = r.enc.outcome(ctx, result, err)
 	r.tm.EndRun(span, t, rep.actual, t.OutcomeKind, err)
-	if t.OutcomeKind == pgqueue.OutcomeFailed && inv.hasPendingDetails() {
+	if t.OutcomeKind == store.OutcomeFailed && inv.hasPendingDetails() {
 		// Details recorded just before a failure are what the retry resumes from: send them
 		// before the failure, as the SDK does.
 		r.heartbeat.Send(r.life, inv)
@@ -195,24 +226,29 @@ func (r *Runner) finish(ctx context.Context, inv *Invocation, t pgqueue.Ticket, 
 		r.reg.drop(inv)
 		return
 	}
-	recorded := r.recorder.Record(r.life, t, rep)
+	// Temporal hears the outcome first, and the completion that follows releases the reservation
+	// and deletes the ticket: one write, where recording the outcome for delivery and deleting it
+	// once delivered took two, and the workflow hears the result a commit sooner. An outcome
+	// Temporal did not take is recorded for the delivery loop. The invocation is held until the
+	// completion returns, so that the self-check takes the run as this process's meanwhile; should
+	// the process die between the two, its running ticket is handed back once its lease lapses
+	// (the reservation then stands as spent), and Temporal answers that hand-back NotFound.
+	delivered := r.deliverer.Deliver(r.life, t) == nil
+	r.recorder.Record(r.life, t, rep, delivered)
 	r.reg.drop(inv)
-	if recorded {
-		r.deliverer.DeliverAndAck(r.life, t)
-	}
 }
 
 // requeue puts a run the provider refused (a 429 reported through sluiceactivity.RateLimited) back
 // in line at its place, pausing its line's limit until the provider's reset on every replica. The
 // invocation stays held: when admitted again it runs again, in the same Temporal attempt.
-func (r *Runner) requeue(inv *Invocation, t pgqueue.Ticket, rep runReport) {
-	actual, output := throttle.RefusedCost(rep.actual, rep.observed), rep.output
+func (r *Runner) requeue(inv *Invocation, t store.Ticket, rep runReport) {
+	actual, output := admit.RefusedCost(rep.actual, rep.observed), rep.output
 	if actual != rep.actual {
 		output = 0 // not the reported usage: none (0) or the reservation as spent (-1)
 	}
 	// Queued in memory first: once the requeue commits, a claim may admit the ticket again at once.
 	inv.requeued(time.Now())
-	err := r.q.Requeue(r.life, pgqueue.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
+	err := r.q.Requeue(r.life, store.RequeueParams{TicketID: t.ID, NotBefore: rep.limited,
 		ActualCost: actual, ActualOutput: output, PauseKeys: []string{inv.Line()}, PauseUntil: rep.limited})
 	if r.testHookRequeued != nil {
 		r.testHookRequeued(t)

@@ -5,9 +5,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/testsignal"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // msgReconciled is the warning the self-check logs for each ticket it reconciles.
@@ -124,14 +124,14 @@ func (s *SelfChecker) selfCheck(ctx context.Context) bool {
 }
 
 // mismatch is what the self-check would do about t, as Postgres has it, given the registry.
-func (s *SelfChecker) mismatch(t pgqueue.Ticket) reconcileAction {
+func (s *SelfChecker) mismatch(t store.Ticket) reconcileAction {
 	inv := s.reg.lookup(ticketKey(t))
 	switch {
 	case inv == nil:
 		return actionHandBack
-	case t.State == pgqueue.TicketStateAdmitted:
+	case t.State == store.TicketStateAdmitted:
 		return actionTake
-	case t.State == pgqueue.TicketStateRunning && !inv.ranAdmission(t):
+	case t.State == store.TicketStateRunning && !inv.ranAdmission(t):
 		return actionRun
 	}
 	return actionNone
@@ -146,7 +146,7 @@ func (s *SelfChecker) handBack(ctx context.Context, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
-	back, err := s.q.HandBack(ctx, pgqueue.HandBackParams{Owner: s.cfg.Owner, TicketIDs: ids, Max: len(ids)})
+	back, err := s.q.HandBack(ctx, store.HandBackParams{Owner: s.cfg.Owner, TicketIDs: ids, Max: len(ids)})
 	if err != nil {
 		s.log.Warn("sluice: self-check: hand back tickets", "tickets", ids, "error", err)
 	}

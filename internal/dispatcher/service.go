@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 )
 
 // errStarted is returned by a service's Start when it already runs.
@@ -64,7 +64,7 @@ func (l *loops) stop(context.Context) error {
 // come back full, else after wake fires or every poll, until ctx is done. what names the take in
 // the warning a failed one logs.
 func (d *deps) takeLoop(ctx context.Context, wake <-chan struct{}, what string,
-	take func(ctx context.Context, batch int) ([]pgqueue.Ticket, error), each func(context.Context, pgqueue.Ticket)) {
+	take func(ctx context.Context, batch int) ([]store.Ticket, error), each func(context.Context, store.Ticket)) {
 	for {
 		ts, err := take(ctx, d.cfg.ClaimBatch)
 		if ctx.Err() != nil {

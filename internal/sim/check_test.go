@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/sim"
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -79,7 +79,7 @@ func (r *run) checkRunTimes() {
 			at.ended = ended.UnixMicro()
 			got[at]++
 		})
-	kept := r.now().Add(-pgqueue.UsageHistory).UnixMicro()
+	kept := r.now().Add(-store.UsageHistory).UnixMicro()
 	for at, n := range got {
 		if n > r.runTimes[at] {
 			r.fail("run time of %q: %d ms ended at %s recorded %d times, %d completions ran so", at.key, at.ms,
@@ -122,7 +122,7 @@ func (r *run) checkUsage() {
 					requests, tokens, input, retIn, retOut, want.requests, want.tokens, want.input)
 			}
 		})
-	kept := r.now().Add(-pgqueue.UsageHistory).Unix()
+	kept := r.now().Add(-store.UsageHistory).Unix()
 	for at, d := range r.drawn {
 		if !seen[at] && at.second > kept && d.requests > 0 {
 			r.fail("usage of %q at %s: %d admissions, and no row", at.key, time.Unix(at.second, 0).UTC().Format(time.RFC3339), d.requests)
@@ -183,6 +183,7 @@ func (r *run) checkRows() {
 		r.fail("read limits: %v", err)
 	}
 	defer rows.Close()
+	seen := map[string]bool{}
 	for rows.Next() {
 		var (
 			key    string
@@ -203,6 +204,10 @@ func (r *run) checkRows() {
 			s.PausedUntil = paused.UTC()
 		}
 		k := r.m.Keys[key]
+		if k == nil {
+			r.fail("limit %q is in Postgres, deleted in the model", key)
+		}
+		seen[key] = true
 		want := k.State
 		want.Allowances = nil
 		for _, p := range []struct {
@@ -224,6 +229,11 @@ func (r *run) checkRows() {
 	}
 	if err := rows.Err(); err != nil {
 		r.fail("read limits: %v", err)
+	}
+	for key := range r.m.Keys {
+		if !seen[key] {
+			r.fail("limit %q is in the model, gone from Postgres", key)
+		}
 	}
 }
 
@@ -272,6 +282,9 @@ func (r *run) drain() {
 			r.fail("drain: %d tickets still open, nothing moved in the last 3 of %d rounds of claims:%s", open, round, b.String())
 		}
 		for _, key := range allKeys {
+			if r.m.Keys[key] == nil {
+				continue // deleted
+			}
 			if err := r.reps[0].q.Resume(r.ctx, key); err != nil {
 				r.fail("resume: %v", err)
 			}
@@ -288,11 +301,11 @@ func (r *run) drain() {
 			r.take(rep)
 			for _, t := range r.m.Tickets {
 				if t.State == sim.Running && t.Owner == rep.id {
-					if err := rep.q.Complete(r.ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: t.Cost.Total(),
-						ActualOutput: t.Cost.Output, OutcomeKind: pgqueue.OutcomeCompleted}); err != nil {
+					if err := rep.q.Complete(r.ctx, store.CompleteParams{TicketID: t.ID, ActualCost: t.Cost.Total(),
+						ActualOutput: t.Cost.Output, OutcomeKind: store.OutcomeCompleted, Delivered: true}); err != nil {
 						r.fail("drain: complete #%d: %v", t.Index, err)
 					}
-					r.completed(t, sim.Usage{Total: t.Cost.Total(), Output: t.Cost.Output, Money: -1})
+					r.completed(t, sim.Usage{Total: t.Cost.Total(), Output: t.Cost.Output, Money: -1}, true)
 				}
 			}
 			r.check()

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -8,8 +9,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/internal/sim"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // lost runs one operation of a live replica (an enqueue, a claim or a completion) through the fault
@@ -81,6 +82,11 @@ func (r *run) faulted(what string, fault *faultproxy.Fault, err error) {
 
 func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
 	ps, ts := r.drawTickets(rep)
+	if !r.knows(ts) { // refused before anything could commit: no answer to lose
+		r.env.proxy.Disarm()
+		r.enqueueBatch(rep.q, ps, ts)
+		return
+	}
 	written, err := rep.fq.EnqueueMany(r.ctx, ps)
 	r.env.proxy.Disarm()
 	if err == nil {
@@ -104,16 +110,16 @@ func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
 	}
 	for i, p := range ps {
 		if id, ok := ids[p.ActivityID]; ok {
-			r.add(ts[i], pgqueue.Ticket{ID: id})
+			r.add(ts[i], store.Ticket{ID: id})
 		}
 	}
 }
 
 func (r *run) lostClaim(rep *replica, fault *faultproxy.Fault) {
-	var res pgqueue.ClaimResult
+	var res store.ClaimResult
 	var err error
 	r.folds(func() {
-		res, err = rep.fq.Claim(r.ctx, pgqueue.ClaimParams{Max: rapid.IntRange(1, 6).Draw(r.t, "max"), MaxLines: 256,
+		res, err = rep.fq.Claim(r.ctx, store.ClaimParams{Max: rapid.IntRange(1, 6).Draw(r.t, "max"), MaxLines: 256,
 			Owner: rep.id, MinRemaining: r.minRem})
 	})
 	r.env.proxy.Disarm()
@@ -131,11 +137,11 @@ func (r *run) lostClaim(rep *replica, fault *faultproxy.Fault) {
 // whether a zero-cost ticket came before it matters): line by line in key order (the fault proxy's
 // queues only claim through every line, so their line cursor never moves from the first), and in each
 // line in line order (admission leaves priority, vstart and seq as they were).
-func (r *run) learnClaim() pgqueue.ClaimResult {
+func (r *run) learnClaim() store.ClaimResult {
 	type row struct {
-		state    pgqueue.TicketState
+		state    store.TicketState
 		outcome  string
-		admitted pgqueue.Ticket
+		admitted store.Ticket
 	}
 	got := map[int64]row{}
 	var order []int64
@@ -150,7 +156,7 @@ func (r *run) learnClaim() pgqueue.ClaimResult {
 		got[x.admitted.ID] = x
 		order = append(order, x.admitted.ID)
 	})
-	var res pgqueue.ClaimResult
+	var res store.ClaimResult
 	for _, t := range r.m.Tickets {
 		if t.State != sim.Queued {
 			continue
@@ -158,18 +164,18 @@ func (r *run) learnClaim() pgqueue.ClaimResult {
 		x, ok := got[t.ID]
 		switch {
 		case !ok:
-			res.Expired = append(res.Expired, pgqueue.Ticket{ID: t.ID})
-		case x.state == pgqueue.TicketStateAdmitted || x.state == pgqueue.TicketStateRunning:
+			res.Expired = append(res.Expired, store.Ticket{ID: t.ID})
+		case x.state == store.TicketStateAdmitted || x.state == store.TicketStateRunning:
 			// added below, in the claim's order
-		case x.state == pgqueue.TicketStateFinished && x.outcome == pgqueue.OutcomeRefused:
-			res.Refused = append(res.Refused, pgqueue.Ticket{ID: t.ID})
-		case x.state != pgqueue.TicketStateQueued:
+		case x.state == store.TicketStateFinished && x.outcome == store.OutcomeRefused:
+			res.Refused = append(res.Refused, store.Ticket{ID: t.ID})
+		case x.state != store.TicketStateQueued:
 			r.fail("a claim whose answer was lost left queued ticket #%d (id %d) %s (%s)", t.Index, t.ID, x.state, x.outcome)
 		}
 	}
 	for _, id := range order {
 		if t := r.byID[id]; t != nil && t.State == sim.Queued {
-			if x := got[id]; x.state == pgqueue.TicketStateAdmitted || x.state == pgqueue.TicketStateRunning {
+			if x := got[id]; x.state == store.TicketStateAdmitted || x.state == store.TicketStateRunning {
 				res.Admitted = append(res.Admitted, x.admitted)
 			}
 		}
@@ -182,23 +188,26 @@ func (r *run) lostComplete(fault *faultproxy.Fault) {
 	if t == nil {
 		return
 	}
-	u, err := r.completeWith(r.replica(t.Owner).fq, t)
+	u, delivered, err := r.completeWith(r.replica(t.Owner).fq, t)
 	r.env.proxy.Disarm()
 	if err == nil {
-		r.completed(t, u)
+		r.completed(t, u, delivered)
 		return
 	}
 	r.faulted("complete", fault, err)
-	var state pgqueue.TicketState
-	if err := r.env.admin.QueryRow(r.ctx, `SELECT state FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
-		`.sluice_ticket WHERE id = $1`, t.ID).Scan(&state); err != nil {
+	var state store.TicketState
+	err = r.env.admin.QueryRow(r.ctx, `SELECT state FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket WHERE id = $1`, t.ID).Scan(&state)
+	gone := errors.Is(err, pgx.ErrNoRows)
+	if err != nil && !gone {
 		r.fail("read ticket #%d: %v", t.Index, err)
 	}
-	switch state {
-	case pgqueue.TicketStateFinished:
-		r.completed(t, u)
-	case pgqueue.TicketStateRunning: // not committed: the dispatcher completes it again later
+	switch {
+	case gone && delivered, state == store.TicketStateFinished && !delivered:
+		// Committed: a delivered outcome's completion deletes its ticket, another keeps it finished.
+		r.completed(t, u, delivered)
+	case state == store.TicketStateRunning: // not committed: the dispatcher completes it again later
 	default:
-		r.fail("a completion of ticket #%d whose answer was lost left it %s", t.Index, state)
+		r.fail("a completion of ticket #%d (delivered %v) whose answer was lost left it %q (row gone: %v)", t.Index, delivered, state, gone)
 	}
 }

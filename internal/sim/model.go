@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -290,7 +291,7 @@ func released(t *Ticket, u Usage) throttle.Released {
 		return throttle.ReleasedCost(t.Cost, throttle.Cost{}, true)
 	}
 	u = u.clamped()
-	used, reported := throttle.ReportedUsage(u.Total, u.Output)
+	used, reported := admit.ReportedUsage(u.Total, u.Output)
 	return throttle.ReleasedCost(t.Cost, used, reported)
 }
 
@@ -309,7 +310,7 @@ func (k *Key) reconcile(r release, now time.Time) {
 		case r.usage.Void:
 			actual = 0
 		case u.Total >= 0:
-			used, _ := throttle.ReportedUsage(u.Total, u.Output)
+			used, _ := admit.ReportedUsage(u.Total, u.Output)
 			money := u.Money
 			if money < 0 {
 				money = t.Money

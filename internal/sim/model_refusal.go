@@ -19,7 +19,9 @@ func (m *Model) Refundable(key string, a throttle.Allowance, now time.Time) int6
 	k := m.Keys[key]
 	var n int64
 	for _, t := range m.Tickets {
-		if t.State != Admitted && t.State != Running && !(t.State == Finished && k.isPending(t)) {
+		// A completed ticket counts until its release is folded, whether its row is kept for
+		// delivery (finished) or was deleted with its completion (gone).
+		if t.State != Admitted && t.State != Running && !k.isPending(t) {
 			continue
 		}
 		if !slices.Contains(t.Charged[key], a.Key()) {

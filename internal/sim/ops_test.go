@@ -1,16 +1,19 @@
 package sim_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"pgregory.net/rapid"
 
+	"github.com/sluicehq/sluice/internal/admit"
 	"github.com/sluicehq/sluice/internal/sim"
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -30,7 +33,19 @@ var costs = []int64{0, 1, 10, 100, 400, 1000, 2500, 10000}
 func (r *run) enqueue() {
 	rep := r.live()
 	ps, ts := r.drawTickets(rep)
-	written, err := rep.q.EnqueueMany(r.ctx, ps)
+	r.enqueueBatch(rep.q, ps, ts)
+}
+
+// enqueueBatch has q enqueue ps, the tickets ts of the model: all of them, or none when one names a
+// limit the model does not have (deleted), which must fail with ErrUnknownLimit.
+func (r *run) enqueueBatch(q *store.Queue, ps []store.EnqueueParams, ts []*sim.Ticket) {
+	written, err := q.EnqueueMany(r.ctx, ps)
+	if !r.knows(ts) {
+		if !errors.Is(err, store.ErrUnknownLimit) {
+			r.fail("enqueue naming a deleted limit: got %v (%d written), want ErrUnknownLimit", err, len(written))
+		}
+		return
+	}
 	if err != nil {
 		r.fail("enqueue: %v", err)
 	}
@@ -39,10 +54,20 @@ func (r *run) enqueue() {
 	}
 }
 
+// knows reports whether the model has every limit the tickets ts name.
+func (r *run) knows(ts []*sim.Ticket) bool {
+	for _, t := range ts {
+		if !r.m.Knows(t.Keys) {
+			return false
+		}
+	}
+	return true
+}
+
 // drawTickets draws one to three tickets for rep to enqueue in one batch.
-func (r *run) drawTickets(rep *replica) ([]pgqueue.EnqueueParams, []*sim.Ticket) {
+func (r *run) drawTickets(rep *replica) ([]store.EnqueueParams, []*sim.Ticket) {
 	n := rapid.IntRange(1, 3).Draw(r.t, "tickets")
-	ps := make([]pgqueue.EnqueueParams, n)
+	ps := make([]store.EnqueueParams, n)
 	ts := make([]*sim.Ticket, n)
 	for i := range ps {
 		ps[i], ts[i] = r.drawTicket(rep)
@@ -50,7 +75,7 @@ func (r *run) drawTickets(rep *replica) ([]pgqueue.EnqueueParams, []*sim.Ticket)
 	return ps, ts
 }
 
-func (r *run) drawTicket(rep *replica) (pgqueue.EnqueueParams, *sim.Ticket) {
+func (r *run) drawTicket(rep *replica) (store.EnqueueParams, *sim.Ticket) {
 	t := r.t
 	keys := []string{rapid.SampledFrom(lines).Draw(t, "line")}
 	if rapid.IntRange(0, 2).Draw(t, "tenanted") > 0 {
@@ -68,16 +93,16 @@ func (r *run) drawTicket(rep *replica) (pgqueue.EnqueueParams, *sim.Ticket) {
 	}
 	r.acts++
 	act := fmt.Sprintf("a%d", r.acts)
-	p := pgqueue.EnqueueParams{LimitKeys: keys, Cost: cost, OutputCost: output, CostMoney: money,
+	p := store.EnqueueParams{LimitKeys: keys, Cost: cost, OutputCost: output, CostMoney: money,
 		Priority:    rapid.IntRange(0, 1).Draw(t, "priority"),
 		FairnessKey: rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, "fairness"),
 		Owner:       rep.id, Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: act, ActivityType: "Call",
 		Attempt: 1, Deadline: deadline, NotBefore: notBefore}
-	return p, &sim.Ticket{Owner: rep.id, Keys: keys, Cost: throttle.CostOf(cost, output), Money: money,
+	return p, &sim.Ticket{Owner: rep.id, Keys: keys, Cost: admit.CostOf(cost, output), Money: money,
 		Deadline: deadline, NotBefore: notBefore, Activity: act, Attempt: 1}
 }
 
-func (r *run) add(t *sim.Ticket, w pgqueue.Ticket) {
+func (r *run) add(t *sim.Ticket, w store.Ticket) {
 	t.Index, t.ID, t.State = len(r.m.Tickets), w.ID, sim.Queued
 	r.m.Tickets = append(r.m.Tickets, t)
 	r.byID[w.ID] = t
@@ -119,10 +144,10 @@ func (r *run) folds(op func()) {
 }
 
 func (r *run) claim(rep *replica, max, maxLines int) {
-	var res pgqueue.ClaimResult
+	var res store.ClaimResult
 	var err error
 	r.folds(func() {
-		res, err = rep.q.Claim(r.ctx, pgqueue.ClaimParams{Max: max, MaxLines: maxLines, Owner: rep.id, MinRemaining: r.minRem})
+		res, err = rep.q.Claim(r.ctx, store.ClaimParams{Max: max, MaxLines: maxLines, Owner: rep.id, MinRemaining: r.minRem})
 	})
 	if err != nil {
 		r.fail("claim by %s failed (no fault was injected): %v", rep.id, err)
@@ -134,7 +159,7 @@ func (r *run) claim(rep *replica, max, maxLines int) {
 }
 
 // claimed checks what a claim by rep did against the model and applies it there.
-func (r *run) claimed(rep *replica, res pgqueue.ClaimResult) {
+func (r *run) claimed(rep *replica, res store.ClaimResult) {
 	now := r.now()
 	for _, a := range res.Admitted {
 		t := r.ticket(a.ID)
@@ -163,8 +188,8 @@ func (r *run) claimed(rep *replica, res pgqueue.ClaimResult) {
 		global.mu.Lock()
 		global.admissions++
 		global.mu.Unlock()
-		if t.Owner == rep.id {
-			t.State = sim.Running
+		if t.Owner == rep.id || r.listens(t.Owner) {
+			t.State = sim.Running // the claimer's own, or a listening owner's: no take
 		}
 	}
 	for _, e := range res.Expired {
@@ -230,7 +255,7 @@ func (r *run) checkNothingAdmissible(now time.Time) {
 }
 
 // ticketIDs are the IDs of ts, in order.
-func ticketIDs(ts []pgqueue.Ticket) []int64 {
+func ticketIDs(ts []store.Ticket) []int64 {
 	ids := make([]int64, len(ts))
 	for i, t := range ts {
 		ids[i] = t.ID
@@ -266,6 +291,50 @@ func (r *run) take(rep *replica) {
 			r.fail("take by %s returned ticket #%d, which the model has %s, owned by %s", rep.id, t.Index, t.State, t.Owner)
 		}
 		t.State = sim.Running
+	}
+}
+
+// listens reports whether owner's lease row says it listens: a claim moves its tickets straight to
+// running.
+func (r *run) listens(owner string) bool {
+	rep := r.replica(owner)
+	return rep != nil && rep.listens
+}
+
+// read has rep read its running tickets, as a listening owner does when its notifications may have
+// been missed: they must be exactly the model's running tickets of rep.
+func (r *run) read(rep *replica) {
+	ts, err := rep.q.RunningTickets(r.ctx, rep.id, nil)
+	if err != nil {
+		r.fail("read running tickets of %s: %v", rep.id, err)
+	}
+	var want []int64
+	for _, t := range r.m.Tickets {
+		if t.State == sim.Running && t.Owner == rep.id {
+			want = append(want, t.ID)
+		}
+	}
+	slices.Sort(want)
+	got := make([]int64, 0, len(ts))
+	for _, t := range ts {
+		got = append(got, t.ID)
+	}
+	if !slices.Equal(got, want) {
+		r.fail("running tickets of %s: Postgres has %v, the model %v", rep.id, got, want)
+	}
+}
+
+// listen switches whether rep listens for its admissions, as a replica does when it starts or stops.
+func (r *run) listen(rep *replica) {
+	rep.listens = !rep.listens
+	var err error
+	if rep.listens {
+		_, err = rep.q.RenewListening(r.ctx, rep.id, leaseTTL, true)
+	} else {
+		err = rep.q.StopListening(r.ctx, rep.id)
+	}
+	if err != nil {
+		r.fail("listen %v by %s: %v", rep.listens, rep.id, err)
 	}
 }
 
@@ -333,33 +402,44 @@ func (r *run) complete() {
 	if t == nil {
 		return
 	}
-	u, err := r.completeWith(r.replica(t.Owner).q, t)
+	u, delivered, err := r.completeWith(r.replica(t.Owner).q, t)
 	if err != nil {
 		r.fail("complete ticket #%d (id %d): %v", t.Index, t.ID, err)
 	}
-	r.completed(t, u)
+	r.completed(t, u, delivered)
 }
 
 // completeWith has q complete t with a usage drawn at random, and returns the usage as the model
-// takes it.
-func (r *run) completeWith(q *pgqueue.Queue, t *sim.Ticket) (sim.Usage, error) {
+// takes it and whether the outcome was delivered before the completion.
+func (r *run) completeWith(q *store.Queue, t *sim.Ticket) (sim.Usage, bool, error) {
 	u := r.drawUsage(t)
 	money := u.Money
 	if money < 0 {
 		money = 0
 	}
-	err := q.Complete(r.ctx, pgqueue.CompleteParams{TicketID: t.ID, ActualCost: u.Total, ActualOutput: u.Output,
-		ActualMoney: money, OutcomeKind: pgqueue.OutcomeCompleted})
+	// A gate's permit ends with the pending outcome: its run completed Acquire itself, so there is
+	// nothing to deliver, and its accounting is a completion's.
+	kind := rapid.SampledFrom([]string{store.OutcomeCompleted, store.OutcomePending}).Draw(r.t, "outcome_kind")
+	// The runner delivers first, and a delivered outcome's completion deletes its ticket; one
+	// Temporal did not take (an outage) is kept finished for the delivery loop.
+	delivered := rapid.Bool().Draw(r.t, "delivered")
+	err := q.Complete(r.ctx, store.CompleteParams{TicketID: t.ID, ActualCost: u.Total, ActualOutput: u.Output,
+		ActualMoney: money, OutcomeKind: kind, Delivered: delivered})
 	if money == 0 {
 		u.Money = -1
 	}
-	return u, err
+	return u, delivered, err
 }
 
-// completed applies t's completion with usage u to the model.
-func (r *run) completed(t *sim.Ticket, u sim.Usage) {
+// completed applies t's completion with usage u to the model: its ticket is gone when the outcome
+// was delivered before, else finished, waiting for delivery.
+func (r *run) completed(t *sim.Ticket, u sim.Usage, delivered bool) {
 	r.ranFor(t)
 	r.m.Complete(t, u)
+	if delivered {
+		r.end(t, sim.Gone, "completed")
+		return
+	}
 	r.end(t, sim.Finished, "completed")
 }
 
@@ -384,7 +464,7 @@ func (r *run) requeue() {
 	}
 	until := r.now().Add(rapid.SampledFrom([]time.Duration{time.Millisecond, time.Second, time.Minute}).Draw(r.t, "retry_after"))
 	actual := rapid.SampledFrom([]int64{0, -1}).Draw(r.t, "requeue_actual")
-	err := r.replica(t.Owner).q.Requeue(r.ctx, pgqueue.RequeueParams{TicketID: t.ID, NotBefore: until, ActualCost: actual,
+	err := r.replica(t.Owner).q.Requeue(r.ctx, store.RequeueParams{TicketID: t.ID, NotBefore: until, ActualCost: actual,
 		PauseKeys: []string{t.Keys[0]}, PauseUntil: until})
 	if err != nil {
 		r.fail("requeue ticket #%d: %v", t.Index, err)
@@ -427,6 +507,9 @@ func (r *run) tick() {
 // resize changes one allowance of a key: its amount, its policy, or adds or removes one.
 func (r *run) resize() {
 	key := rapid.SampledFrom(allKeys).Draw(r.t, "key")
+	if r.m.Keys[key] == nil {
+		return // deleted: a change creates it again
+	}
 	l := r.m.Keys[key].Limit
 	l.Allowances = slices.Clone(l.Allowances)
 	switch rapid.IntRange(0, 2).Draw(r.t, "resize_kind") {
@@ -472,7 +555,7 @@ func (r *run) kill() {
 
 // handBack has rep hand back the tickets of owners whose lease lapsed.
 func (r *run) handBack(rep *replica) {
-	ts, err := rep.q.HandBack(r.ctx, pgqueue.HandBackParams{Max: 1000})
+	ts, err := rep.q.HandBack(r.ctx, store.HandBackParams{Max: 1000})
 	if err != nil {
 		r.fail("hand back: %v", err)
 	}
@@ -522,7 +605,15 @@ func (r *run) retry() {
 		return
 	}
 	rep := r.live()
-	p := pgqueue.EnqueueParams{LimitKeys: old.Keys, Cost: old.Cost.Total(), OutputCost: old.Cost.Output, CostMoney: old.Money,
+	if !r.m.Knows(old.Keys) { // one of its limits was deleted: the retry fails, the place stays
+		_, err := rep.q.Enqueue(r.ctx, store.EnqueueParams{LimitKeys: old.Keys, Owner: rep.id, Namespace: "ns", WorkflowID: "wf",
+			RunID: "run", ActivityID: old.Activity, ActivityType: "Call", Attempt: old.Attempt + 1})
+		if !errors.Is(err, store.ErrUnknownLimit) {
+			r.fail("retry of #%d naming a deleted limit (%v): got %v, want ErrUnknownLimit", old.Index, old.Keys, err)
+		}
+		return
+	}
+	p := store.EnqueueParams{LimitKeys: old.Keys, Cost: old.Cost.Total(), OutputCost: old.Cost.Output, CostMoney: old.Money,
 		Owner: rep.id, Namespace: "ns", WorkflowID: "wf", RunID: "run", ActivityID: old.Activity, ActivityType: "Call",
 		Attempt: old.Attempt + 1}
 	w, err := rep.q.Enqueue(r.ctx, p)
@@ -535,12 +626,48 @@ func (r *run) retry() {
 }
 
 func (r *run) prune() {
-	if _, err := r.live().q.Prune(r.ctx, pgqueue.PruneParams{}); err != nil {
+	if _, err := r.live().q.Prune(r.ctx, store.PruneParams{}); err != nil {
 		r.fail("prune: %v", err)
 	}
 	for _, t := range r.m.Tickets {
 		if t.State == sim.Returned && t.FinishedAt.Before(r.now().Add(-time.Hour)) {
 			t.State = sim.Gone
 		}
+	}
+}
+
+// deleteLimit deletes a key drawn at random, or one that never existed: the model predicts the
+// refusal of a key in use (with how many tickets name it) or unknown, and otherwise forgets the key;
+// the engine's usage and run-time rows of the key go with it.
+func (r *run) deleteLimit() {
+	key := rapid.SampledFrom(append(slices.Clone(allKeys), "never")).Draw(r.t, "delete_key")
+	inUse, known := r.m.Delete(key)
+	err := r.reps[0].q.DeleteLimit(r.ctx, key)
+	switch {
+	case !known:
+		if !errors.Is(err, store.ErrUnknownLimit) {
+			r.fail("delete unknown limit %q: got %v, want ErrUnknownLimit", key, err)
+		}
+		global.addDeletion("unknown")
+	case inUse > 0:
+		if !errors.Is(err, store.ErrLimitInUse) || !strings.Contains(err.Error(), fmt.Sprintf("is named by %d unfinished tickets", inUse)) {
+			r.fail("delete limit %q that %d unfinished tickets name: got %v, want ErrLimitInUse with the count", key, inUse, err)
+		}
+		global.addDeletion("in_use")
+	default:
+		if err != nil {
+			r.fail("delete limit %q, which no unfinished ticket names: %v", key, err)
+		}
+		for at := range r.drawn {
+			if at.key == key {
+				delete(r.drawn, at)
+			}
+		}
+		for at := range r.runTimes {
+			if at.key == key {
+				delete(r.runTimes, at)
+			}
+		}
+		global.addDeletion("deleted")
 	}
 }

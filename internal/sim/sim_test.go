@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,10 +18,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/sluicehq/sluice/internal/sim"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/faultproxy"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
-	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -69,13 +70,16 @@ type stats struct {
 	simulated  float64 // days: a sum of durations overflows past 292 years
 	admissions int
 	refusals   int
+	deletions  map[string]int // deletelimit's outcomes: deleted, in_use, unknown
 }
 
 func (s *stats) add(op string) { s.mu.Lock(); s.ops[op]++; s.mu.Unlock() }
 
 func (s *stats) addLost(op string) { s.mu.Lock(); s.lost[op]++; s.mu.Unlock() }
 
-var global = &stats{ops: map[string]int{}, lost: map[string]int{}}
+func (s *stats) addDeletion(outcome string) { s.mu.Lock(); s.deletions[outcome]++; s.mu.Unlock() }
+
+var global = &stats{ops: map[string]int{}, lost: map[string]int{}, deletions: map[string]int{}}
 
 // TestSim runs the simulation: SIM_TIME (a duration) of random runs, or, when unset, a short run of
 // a fixed seed (what make test runs). SEED fixes rapid's seed. A failure prints the seed and the
@@ -131,8 +135,9 @@ func TestSim(t *testing.T) {
 		total += global.ops[k]
 	}
 	t.Logf("SIM: %d runs, %d operations, %.1f simulated days, %d admissions, %d refusals; by kind:%s; answers lost: "+
-		"enqueue=%d claim=%d complete=%d", global.runs, total, global.simulated, global.admissions, global.refusals,
-		b.String(), global.lost["enqueue"], global.lost["claim"], global.lost["complete"])
+		"enqueue=%d claim=%d complete=%d; deletions: deleted=%d in_use=%d unknown=%d", global.runs, total, global.simulated,
+		global.admissions, global.refusals, b.String(), global.lost["enqueue"], global.lost["claim"], global.lost["complete"],
+		global.deletions["deleted"], global.deletions["in_use"], global.deletions["unknown"])
 }
 
 func cmpOr(a, b string) string {
@@ -175,9 +180,12 @@ func (c *clock) add(d time.Duration) {
 
 type replica struct {
 	id    string
-	q     *pgqueue.Queue
-	fq    *pgqueue.Queue // the same replica through the fault proxy
+	q     *store.Queue
+	fq    *store.Queue // the same replica through the fault proxy
 	alive bool
+	// listens is what the replica's lease row says (RenewListening): claims move its tickets straight
+	// to running, for it to read, rather than admit them for a take. A dead replica's row keeps it.
+	listens bool
 }
 
 // run is one run of the simulation: a fresh schema's tables, limits drawn at random, then rapid's
@@ -206,15 +214,16 @@ func (e *simEnv) run(t *rapid.T) {
 		drawn: map[usageAt]drawn{}, runTimes: map[runAt]int{}}
 	r.minRem = rapid.SampledFrom([]time.Duration{0, 0, time.Second}).Draw(t, "min_remaining")
 	for i, p := range e.pools {
-		q, err := pgqueue.New(p, pgqueue.Options{Schema: e.schema, Now: r.clock.Now})
+		q, err := store.New(p, store.Options{Schema: e.schema, Now: r.clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fq, err := pgqueue.New(e.faulty[i], pgqueue.Options{Schema: e.schema, Now: r.clock.Now})
+		fq, err := store.New(e.faulty[i], store.Options{Schema: e.schema, Now: r.clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.reps = append(r.reps, &replica{id: fmt.Sprintf("r%d", i), q: q, fq: fq, alive: true})
+		r.reps = append(r.reps, &replica{id: fmt.Sprintf("r%d", i), q: q, fq: fq, alive: true,
+			listens: rapid.Bool().Draw(t, fmt.Sprintf("r%d_listens", i))})
 	}
 	for _, key := range allKeys {
 		r.upsert(r.drawLimit(key))
@@ -302,7 +311,7 @@ func (r *run) upsert(l throttle.Limit) {
 func (r *run) renew() {
 	for _, rep := range r.reps {
 		if rep.alive {
-			if _, err := rep.q.RenewLease(r.ctx, rep.id, leaseTTL); err != nil {
+			if _, err := rep.q.RenewListening(r.ctx, rep.id, leaseTTL, rep.listens); err != nil {
 				r.fail("renew lease of %s: %v", rep.id, err)
 			}
 		}
@@ -313,12 +322,13 @@ func (r *run) renew() {
 var ops = []string{
 	"enqueue", "enqueue", "enqueue", "enqueue",
 	"claim", "claim", "claim", "claim", "claim",
-	"take", "take",
+	"take", "take", "read", "listen",
 	"complete", "complete", "complete", "complete",
 	"cancel", "requeue429",
 	"tick", "tick", "tick", "tick",
 	"change", "change", "resize",
 	"pause", "resume", "setpause",
+	"deletelimit",
 	"kill", "handback",
 	"deliver", "retry",
 	"prune",
@@ -335,6 +345,10 @@ func (r *run) step() {
 		r.claim(r.live(), rapid.IntRange(1, 6).Draw(r.t, "max"), rapid.SampledFrom([]int{1, 2, 256}).Draw(r.t, "max_lines"))
 	case "take":
 		r.take(r.live())
+	case "read":
+		r.read(r.live())
+	case "listen":
+		r.listen(r.live())
 	case "complete":
 		r.complete()
 	case "cancel":
@@ -351,23 +365,22 @@ func (r *run) step() {
 	case "pause":
 		key := rapid.SampledFrom(allKeys).Draw(r.t, "key")
 		until := r.now().Add(rapid.SampledFrom([]time.Duration{time.Second, time.Minute, time.Hour}).Draw(r.t, "pause_for"))
-		if err := r.reps[0].q.Pause(r.ctx, key, until); err != nil {
-			r.fail("pause: %v", err)
+		if r.steered("pause", key, r.reps[0].q.Pause(r.ctx, key, until)) {
+			r.m.Pause(key, until)
 		}
-		r.m.Pause(key, until)
 	case "setpause":
 		key := rapid.SampledFrom(allKeys).Draw(r.t, "key")
 		until := r.now().Add(rapid.SampledFrom([]time.Duration{0, time.Second, time.Minute, time.Hour}).Draw(r.t, "set_pause_for"))
-		if err := r.reps[0].q.SetPause(r.ctx, key, until); err != nil {
-			r.fail("set pause: %v", err)
+		if r.steered("set pause", key, r.reps[0].q.SetPause(r.ctx, key, until)) {
+			r.m.SetPause(key, until, r.now())
 		}
-		r.m.SetPause(key, until, r.now())
 	case "resume":
 		key := rapid.SampledFrom(allKeys).Draw(r.t, "key")
-		if err := r.reps[0].q.Resume(r.ctx, key); err != nil {
-			r.fail("resume: %v", err)
+		if r.steered("resume", key, r.reps[0].q.Resume(r.ctx, key)) {
+			r.m.Resume(key)
 		}
-		r.m.Resume(key)
+	case "deletelimit":
+		r.deleteLimit()
 	case "kill":
 		r.kill()
 	case "handback":
@@ -381,6 +394,21 @@ func (r *run) step() {
 	case "lost":
 		r.lost()
 	}
+}
+
+// steered checks the error of an operator's op on key: none when the model has the key, else
+// ErrUnknownLimit (it was deleted). It reports whether the op applied.
+func (r *run) steered(op, key string, err error) bool {
+	if r.m.Keys[key] == nil {
+		if !errors.Is(err, store.ErrUnknownLimit) {
+			r.fail("%s of deleted limit %q: got %v, want ErrUnknownLimit", op, key, err)
+		}
+		return false
+	}
+	if err != nil {
+		r.fail("%s: %v", op, err)
+	}
+	return true
 }
 
 func flagSet(name, value string) error { return flag.Set(name, value) }

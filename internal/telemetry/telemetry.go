@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -101,7 +101,7 @@ func (tm Telemetry) ForKey(key string) client.MetricsHandler {
 	return tm.metrics.WithTags(map[string]string{"sluice_key": key})
 }
 
-func ticketAttrs(t pgqueue.Ticket) []attribute.KeyValue {
+func ticketAttrs(t store.Ticket) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		AttrTicketID.Int64(t.ID), AttrLimitKeys.String(strings.Join(t.LimitKeys, ",")),
 		AttrReservedCost.Int64(t.Cost), AttrPriority.Int(t.Priority), AttrFairnessKey.String(t.FairnessKey),
@@ -112,7 +112,7 @@ func ticketAttrs(t pgqueue.Ticket) []attribute.KeyValue {
 // Admitted records, on the replica whose claim admitted it, a ticket's wait: a span from the instant
 // it was written to the instant it was admitted, a child of the activity's span, and the admission
 // metrics.
-func (tm Telemetry) Admitted(t pgqueue.Ticket, queueDepth int64, by string) {
+func (tm Telemetry) Admitted(t store.Ticket, queueDepth int64, by string) {
 	reason := t.WaitReason
 	if reason == "" {
 		reason = "queue" // waited only behind other tickets, or not at all
@@ -130,18 +130,18 @@ func (tm Telemetry) Admitted(t pgqueue.Ticket, queueDepth int64, by string) {
 
 // Refused records a ticket this process's claim refused for a spent allowance: the wait span, from
 // the instant it was written to the refusal, in error, and the refusal metric.
-func (tm Telemetry) Refused(t pgqueue.Ticket) {
+func (tm Telemetry) Refused(t store.Ticket) {
 	by := strings.TrimPrefix(t.WaitReason, "allowance of ")
 	_, span := tm.tracer.Start(tm.extract(t.TraceContext), SpanWait, trace.WithTimestamp(t.EnqueuedAt),
 		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(append(ticketAttrs(t), AttrWaitReason.String(t.WaitReason), AttrOutcome.String(pgqueue.OutcomeRefused))...))
+		trace.WithAttributes(append(ticketAttrs(t), AttrWaitReason.String(t.WaitReason), AttrOutcome.String(store.OutcomeRefused))...))
 	span.SetStatus(codes.Error, "refused: an allowance of "+by+" is spent")
 	span.End(trace.WithTimestamp(t.FinishedAt))
 	tm.ForKey(t.LineKey).WithTags(map[string]string{"sluice_refused_by": by}).Counter(MetricTicketsRefused).Inc(1)
 }
 
 // StartRun starts the run span as a child of the activity's span.
-func (tm Telemetry) StartRun(ctx context.Context, t pgqueue.Ticket) (context.Context, trace.Span) {
+func (tm Telemetry) StartRun(ctx context.Context, t store.Ticket) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
 	if !parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.SpanContextFromContext(tm.extract(t.TraceContext)))
@@ -151,13 +151,13 @@ func (tm Telemetry) StartRun(ctx context.Context, t pgqueue.Ticket) (context.Con
 
 // EndRun ends the run span and records the run's metrics. actual is the reported real cost, -1 when
 // none was reported.
-func (tm Telemetry) EndRun(span trace.Span, t pgqueue.Ticket, actual int64, outcome string, err error) {
+func (tm Telemetry) EndRun(span trace.Span, t store.Ticket, actual int64, outcome string, err error) {
 	span.SetAttributes(AttrOutcome.String(outcome))
 	if actual >= 0 {
 		span.SetAttributes(AttrActualCost.Int64(actual))
 		tm.ForKey(t.LineKey).Counter(MetricTokensUsed).Inc(actual)
 	}
-	if err != nil && outcome != pgqueue.OutcomeCompleted {
+	if err != nil && outcome != store.OutcomeCompleted {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	temporaltally "go.temporal.io/sdk/contrib/tally"
 
-	"github.com/sluicehq/sluice/pgqueue"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
 )
 
@@ -64,7 +64,7 @@ func TestTelemetry_AdmittedJoinsTheTicketsTrace(t *testing.T) {
 	scope := tally.NewTestScope("", nil)
 	tm := New(tp, temporaltally.NewMetricsHandler(scope))
 	sc := spanContext(t)
-	tk := pgqueue.Ticket{ID: 7, LineKey: "k", LimitKeys: []string{"k", "tenant:a"}, Cost: 120, Owner: "holder",
+	tk := store.Ticket{ID: 7, LineKey: "k", LimitKeys: []string{"k", "tenant:a"}, Cost: 120, Owner: "holder",
 		EnqueuedAt: t0, AdmittedAt: t0.Add(3 * time.Second), TraceContext: tm.Inject(trace.ContextWithSpanContext(context.Background(), sc))}
 
 	tm.Admitted(tk, 5, "admitter")
@@ -125,8 +125,8 @@ func TestTelemetry_Refused(t *testing.T) {
 	defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
 	scope := tally.NewTestScope("", nil)
 	tm := New(tp, temporaltally.NewMetricsHandler(scope))
-	tk := pgqueue.Ticket{ID: 9, LineKey: "llm", LimitKeys: []string{"llm", "tenant:free"}, EnqueuedAt: t0,
-		FinishedAt: t0.Add(2 * time.Second), OutcomeKind: pgqueue.OutcomeRefused, WaitReason: "allowance of tenant:free"}
+	tk := store.Ticket{ID: 9, LineKey: "llm", LimitKeys: []string{"llm", "tenant:free"}, EnqueuedAt: t0,
+		FinishedAt: t0.Add(2 * time.Second), OutcomeKind: store.OutcomeRefused, WaitReason: "allowance of tenant:free"}
 
 	tm.Refused(tk)
 	spans := rec.Ended()

@@ -37,6 +37,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"cmp"
 	"context"
 	"encoding/json"
@@ -57,10 +59,15 @@ type flags struct {
 	short, asJSON      bool
 	docs               int
 	afterAdjust        bool
+	pooler             poolflags.Pooler
 }
 
-func parseFlags() flags {
+func parseFlags() (flags, error) {
 	var f flags
+	pooler, err := poolflags.Define(flag.CommandLine)
+	if err != nil {
+		return f, err
+	}
 	flag.StringVar(&f.temporal, "temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
 	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
 	flag.StringVar(&f.database, "database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
@@ -71,7 +78,8 @@ func parseFlags() flags {
 	flag.BoolVar(&f.afterAdjust, "headers-after-adjustment", false,
 		"the provider writes an answer's rate-limit headers after its unused max_tokens went back, not before")
 	flag.Parse()
-	return f
+	f.pooler = pooler()
+	return f, nil
 }
 
 // modeList splits the -modes flag, checking each name.
@@ -96,14 +104,18 @@ func main() { os.Exit(realMain()) }
 
 // realMain is main, returning the exit code so that the deferred clean-ups run.
 func realMain() int {
-	f := parseFlags()
+	f, err := parseFlags()
+	if err != nil {
+		stdlog.Print(err)
+		return 2
+	}
 	cfg := DefaultConfig()
 	if f.short {
 		cfg = ShortConfig()
 	}
 	cfg.Docs = cmp.Or(f.docs, cfg.Docs)
 	cfg.Provider.HeadersAfterAdjustment = f.afterAdjust
-	var err error
+	cfg.Pooler = f.pooler
 	if f.modes != "" {
 		cfg.Modes, err = modeList(f.modes)
 	}

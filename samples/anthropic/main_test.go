@@ -75,7 +75,7 @@ func TestDocuments(t *testing.T) {
 	require.Greater(t, slices.Max(lens), int64(cfg.MaxWords*3/4))
 }
 
-// TestResultJSON checks the -json output's fields, which the README documents.
+// TestResultJSON checks the -json output's fields, which docs/demo.md documents.
 func TestResultJSON(t *testing.T) {
 	b, err := json.Marshal(Result{Mode: ModeSluice, use: Use{Busy: 1}})
 	require.NoError(t, err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"context"
 	"fmt"
 	"io"
@@ -42,6 +44,9 @@ type Config struct {
 	Workers            int // workers per mode, as replicas would be: every limit must hold across them
 	Modes              []string
 	Progress           time.Duration // how often a progress line is printed; 0: never
+	// Pooler says how the Postgres URL reaches Postgres: directly, or through a transaction pooler
+	// (-transaction-pooler, -listen-url).
+	Pooler poolflags.Pooler
 }
 
 // DefaultConfig is the full run: a tight output budget (8,000 output tokens a minute against 200,000
@@ -133,7 +138,7 @@ type Result struct {
 // done (if not nil) as soon as its run ends.
 func runAll(ctx context.Context, cfg Config, dbURL, temporalAddr string, progress io.Writer, done func(Result)) ([]Result, error) {
 	var out []Result
-	err := withEnv(ctx, dbURL, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
+	err := withEnv(ctx, dbURL, cfg.Pooler, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
 		for _, mode := range cfg.Modes {
 			res, err := runMode(ctx, cfg, mode, pool, q, c, progress)
 			if err != nil {
@@ -163,6 +168,7 @@ func startWorkers(cfg Config, mode, taskQueue string, s *Summarizer, pool *pgxpo
 		if mode != ModeNone {
 			plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 				Pool: pool, Client: c, Schema: q.Schema(), TracerProvider: noop.NewTracerProvider(),
+				TransactionPooler: cfg.Pooler.TransactionPooler, ListenURL: cfg.Pooler.ListenURL,
 				Limits: []throttle.Limit{SluiceLimit(cfg.Provider, mode)},
 				Routes: map[string]sluiceinterceptor.Route{
 					"Summarize": {Limits: []string{limitKey}, Tokens: RouteTokens(cfg.MaxTokens)},

@@ -24,6 +24,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -175,6 +177,9 @@ type Config struct {
 	NoTenantCaps bool
 	// Schema holds Sluice's tables; TaskQueue is the workers' task queue.
 	Schema, TaskQueue string
+	// Pooler says how the Postgres URL reaches Postgres: directly, or through a transaction pooler
+	// (-transaction-pooler, -listen-url).
+	Pooler poolflags.Pooler
 }
 
 // DefaultConfig is the sample as described above, with counts multiplied by scale.
@@ -270,7 +275,11 @@ func randomHex(n int) string {
 // run sends cfg's burst through two workers with the Sluice plugin, on the Postgres at dbURL and the
 // Temporal server at temporalAddr.
 func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, error) {
-	pool, err := pgxpool.New(ctx, dbURL)
+	pcfg, err := cfg.Pooler.PoolConfig(dbURL)
+	if err != nil {
+		return Result{}, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return Result{}, fmt.Errorf("-database: %w", err)
 	}
@@ -311,9 +320,10 @@ func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, e
 	for range 2 { // two workers, as two replicas would be
 		plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 			Pool: pool, Client: c, Schema: cfg.Schema,
-			Limits:       []throttle.Limit{{Key: "email", MaxConcurrent: cfg.ProviderCap}},
-			Routes:       map[string]sluiceinterceptor.Route{"SendEmail": route},
-			PollInterval: 200 * time.Millisecond,
+			Limits:            []throttle.Limit{{Key: "email", MaxConcurrent: cfg.ProviderCap}},
+			Routes:            map[string]sluiceinterceptor.Route{"SendEmail": route},
+			PollInterval:      200 * time.Millisecond,
+			TransactionPooler: cfg.Pooler.TransactionPooler, ListenURL: cfg.Pooler.ListenURL,
 		})
 		if err != nil {
 			return Result{}, err
@@ -412,6 +422,10 @@ func mainErr() error {
 	temporalAddr := flag.String("temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
 	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
 	databaseURL := flag.String("database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
+	pooler, err := poolflags.Define(flag.CommandLine)
+	if err != nil {
+		return err
+	}
 	flag.Parse()
 	if *n < 1 {
 		return fmt.Errorf("-n must be >= 1, got %d", *n)
@@ -421,6 +435,7 @@ func mainErr() error {
 		cfg = ShortConfig()
 	}
 	cfg.ProviderCap, cfg.Schema, cfg.NoFairShare, cfg.NoTenantCaps = *providerCap, *schema, *noFair, *noCaps
+	cfg.Pooler = pooler()
 	if *stagger > 0 {
 		cfg.Stagger = *stagger
 	}

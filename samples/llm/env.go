@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,10 +26,10 @@ const defaultDatabaseURL = "postgres://postgres@localhost:5432/postgres?sslmode=
 // withDemoEnv runs fn with a pool on the Postgres at dbURL, a Sluice schema of its own named
 // sluice_demo_ and a random suffix (dropped at the end), and a client of the Temporal server at
 // temporalAddr.
-func withDemoEnv(ctx context.Context, dbURL, temporalAddr string, fn func(*pgxpool.Pool, *pgqueue.Queue, client.Client) error) error {
-	pcfg, err := pgxpool.ParseConfig(dbURL)
+func withDemoEnv(ctx context.Context, dbURL string, pooler poolflags.Pooler, temporalAddr string, fn func(*pgxpool.Pool, *pgqueue.Queue, client.Client) error) error {
+	pcfg, err := pooler.PoolConfig(dbURL)
 	if err != nil {
-		return fmt.Errorf("-database: %w", err)
+		return err
 	}
 	pcfg.MaxConns = max(pcfg.MaxConns, 16)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -4,6 +4,8 @@ package main
 // concurrently, one activity each, run three times (none, temporal, sluice), two workers each.
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"context"
 	"fmt"
 	"io"
@@ -26,7 +28,7 @@ import (
 func runAll(ctx context.Context, cfg Config, dbURL, temporalAddr string, progress io.Writer, done func(Result)) ([]Result, error) {
 	docs := Documents(cfg.Docs, cfg.MinLen, cfg.MaxLen, cfg.Seed)
 	var out []Result
-	err := withDemoEnv(ctx, dbURL, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
+	err := withDemoEnv(ctx, dbURL, cfg.Pooler, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
 		for _, mode := range cfg.Modes {
 			res, err := runMode(ctx, cfg, mode, docs, pool, q, c, progress)
 			if err != nil {
@@ -63,6 +65,9 @@ type Config struct {
 	// ExplainSample has the sluice mode sample its queued tickets' explanations and their real
 	// admissions (-explain-sample; see explain_sample.go).
 	ExplainSample bool
+	// Pooler says how the Postgres URL reaches Postgres: directly, or through a transaction pooler
+	// (-transaction-pooler, -listen-url).
+	Pooler poolflags.Pooler
 }
 
 // DefaultConfig is the full demo: about a minute per mode.
@@ -160,6 +165,7 @@ func runMode(ctx context.Context, cfg Config, mode string, docs []Document, pool
 		case ModeSluice:
 			plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 				Pool: pool, Client: c, Schema: q.Schema(), TracerProvider: noop.NewTracerProvider(),
+				TransactionPooler: cfg.Pooler.TransactionPooler, ListenURL: cfg.Pooler.ListenURL,
 				Limits: []throttle.Limit{SluiceLimit(cfg)},
 				Routes: map[string]sluiceinterceptor.Route{
 					"Summarize": {Limits: []string{"llm"}, Cost: EstimateTokens(cfg.MaxTokens)},
@@ -190,43 +196,27 @@ func runMode(ctx context.Context, cfg Config, mode string, docs []Document, pool
 	if mode == ModeSluice && cfg.ExplainSample {
 		sampler = startExplainSampler(ctx, pool, q)
 	}
-	stopProgress := make(chan struct{})
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		if cfg.Progress <= 0 || progress == nil {
-			return
-		}
-		t := time.NewTicker(cfg.Progress)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopProgress:
-				return
-			case <-t.C:
-			}
-			queued := "-"
-			if mode == ModeSluice {
-				if stats, err := q.Status(ctx, "llm"); err == nil {
-					for _, s := range stats {
-						if s.Configured.Key == "llm" {
-							queued = fmt.Sprint(s.Queued)
-						}
+	stopProgress := startProgress(cfg.Progress, progress, func() {
+		queued := "-"
+		if mode == ModeSluice {
+			if stats, err := q.Status(ctx, "llm"); err == nil {
+				for _, s := range stats {
+					if s.Configured.Key == "llm" {
+						queued = fmt.Sprint(s.Queued)
 					}
 				}
 			}
-			ps := provider.Stats()
-			tpm := provider.TokensPerMinute(cfg.Window)
-			fmt.Fprintf(progress, "%-8s %5.0fs  done %3d/%d  queued %4s  in flight %3d  tpm(last %s) %7.0f (%3.0f%%)  429s %5d  retries %4d\n",
-				mode, time.Since(start).Seconds(), llm.completed.Load(), len(docs), queued, ps.Inflight,
-				cfg.Window, tpm, 100*tpm/cfg.TPM, ps.RateLimited, llm.retries.Load())
 		}
-	}()
+		ps := provider.Stats()
+		tpm := provider.TokensPerMinute(cfg.Window)
+		fmt.Fprintf(progress, "%-8s %5.0fs  done %3d/%d  queued %4s  in flight %3d  tpm(last %s) %7.0f (%3.0f%%)  429s %5d  retries %4d\n",
+			mode, time.Since(start).Seconds(), llm.completed.Load(), len(docs), queued, ps.Inflight,
+			cfg.Window, tpm, 100*tpm/cfg.TPM, ps.RateLimited, llm.retries.Load())
+	})
 	var completed int
 	err = wr.Get(ctx, &completed)
 	wall := time.Since(start)
-	close(stopProgress)
-	<-progressDone
+	stopProgress()
 	var samples []explainSample
 	var failures int
 	if sampler != nil {

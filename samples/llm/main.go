@@ -15,7 +15,9 @@
 //
 // It prints a table (each column says which way is better) and writes a self-contained HTML report
 // with, per mode, the tokens per minute over time against the quota and the assistant's latency
-// distribution. The second scenario, fanout, is one workflow summarising 120 documents at once.
+// distribution. The second scenario, fanout, is one workflow summarising 120 documents at once. The
+// third, typescript (make demo-typescript), is the fan-out written in TypeScript (samples/typescript):
+// node workers run the workflow, each call admitted by a Sluice gate hosted here, through withSluice.
 //
 //	make demo                                   # Postgres and a Temporal dev server are found or started
 //
@@ -24,6 +26,7 @@
 //	go run ./samples/llm -json                  # one JSON object per mode instead of the table
 //	go run ./samples/llm -report /tmp/r.html    # where the report goes
 //	go run ./samples/llm -scenario fanout -docs 60 -tpm 30000 -rpm 120 -modes sluice
+//	go run ./samples/llm -scenario typescript -short   # after make ts-sample
 //
 // It takes what any program with Sluice takes: a Temporal frontend, -temporal (default
 // $TEMPORAL_ADDRESS, else localhost:7233), and a Postgres, -database (default $DATABASE_URL, else
@@ -34,6 +37,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"cmp"
 	"context"
 	"encoding/json"
@@ -53,17 +58,28 @@ type flags struct {
 	temporal, database      string
 	scenario, modes, report string
 	explainSample           string
+	tsWorker, node          string
+	tsWorkers               int
 	short, asJSON           bool
+	pooler                  poolflags.Pooler
 	docs                    int
 	tpm, rpm                float64
 }
 
-func parseFlags() flags {
+func parseFlags() (flags, error) {
 	var f flags
+	pooler, err := poolflags.Define(flag.CommandLine)
+	if err != nil {
+		return f, err
+	}
 	flag.StringVar(&f.temporal, "temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
 	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
 	flag.StringVar(&f.database, "database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
-	flag.StringVar(&f.scenario, "scenario", "shared", "shared (a backfill and an assistant share one quota) or fanout (one workflow, 120 documents)")
+	flag.StringVar(&f.scenario, "scenario", "shared", "shared (a backfill and an assistant share one quota), fanout (one workflow, 120 documents), "+
+		"or typescript (the fan-out in a TypeScript workflow, through a gate)")
+	flag.StringVar(&f.tsWorker, "ts-worker", DefaultTSWorker, "typescript: the TypeScript sample's compiled worker")
+	flag.StringVar(&f.node, "node", "node", "typescript: the node binary")
+	flag.IntVar(&f.tsWorkers, "ts-workers", 2, "typescript: node worker processes")
 	flag.BoolVar(&f.short, "short", false, "a small quick configuration, seconds per mode")
 	flag.IntVar(&f.docs, "docs", 0, "fanout: documents to summarise (default 120, -short 12)")
 	flag.Float64Var(&f.tpm, "tpm", 0, "the provider's tokens-per-minute quota (default: the scenario's)")
@@ -74,7 +90,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.explainSample, "explain-sample", "", "sluice mode: sample queued tickets' explanations (every "+explainEvery.String()+
 		", up to "+fmt.Sprint(explainPick)+" at random), set each estimate against the ticket's real admission, print the error and write the samples to this file, a JSON object a line")
 	flag.Parse()
-	return f
+	f.pooler = pooler()
+	return f, nil
 }
 
 // modeList splits the -modes flag, checking each name.
@@ -99,13 +116,17 @@ func main() { os.Exit(realMain()) }
 
 // realMain is main, returning the exit code so that the deferred clean-ups run.
 func realMain() int {
-	f := parseFlags()
+	f, err := parseFlags()
+	if err != nil {
+		stdlog.Print(err)
+		return 2
+	}
 	modes, err := modeList(f.modes)
 	if err == nil && (f.tpm < 0 || f.rpm < 0 || f.docs < 0) {
 		err = fmt.Errorf("-docs, -tpm and -rpm must be positive, got %d, %g and %g", f.docs, f.tpm, f.rpm)
 	}
-	if err == nil && f.scenario != "shared" && f.scenario != "fanout" {
-		err = fmt.Errorf("-scenario: unknown scenario %q (want shared or fanout)", f.scenario)
+	if err == nil && f.scenario != "shared" && f.scenario != "fanout" && f.scenario != "typescript" {
+		err = fmt.Errorf("-scenario: unknown scenario %q (want shared, fanout or typescript)", f.scenario)
 	}
 	if err != nil {
 		stdlog.Print(err)
@@ -114,8 +135,11 @@ func realMain() int {
 	ctx := context.Background()
 	addr := cmp.Or(f.temporal, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
 	db := cmp.Or(f.database, os.Getenv("DATABASE_URL"), defaultDatabaseURL)
-	if f.scenario == "fanout" {
+	switch f.scenario {
+	case "fanout":
 		return fanoutMain(ctx, f, modes, db, addr)
+	case "typescript":
+		return typescriptMain(ctx, f, db, addr)
 	}
 	return sharedMain(ctx, f, modes, db, addr)
 }
@@ -128,6 +152,7 @@ func sharedMain(ctx context.Context, f flags, modes []string, db, addr string) i
 	}
 	cfg.TPM, cfg.RPM, cfg.Modes = cmp.Or(f.tpm, cfg.TPM), cmp.Or(f.rpm, cfg.RPM), modes
 	cfg.ExplainSample = f.explainSample != ""
+	cfg.Pooler = f.pooler
 	var progress io.Writer = os.Stdout
 	done := func(r SharedResult) {
 		fmt.Printf("%-8s finished: backfill %d/%d in %.1fs (floor %.1fs), answers p95 %.2fs, %d 429s, %d retries\n",
@@ -190,6 +215,7 @@ func fanoutMain(ctx context.Context, f flags, modes []string, db, addr string) i
 	}
 	cfg.Docs, cfg.TPM, cfg.RPM, cfg.Modes = cmp.Or(f.docs, cfg.Docs), cmp.Or(f.tpm, cfg.TPM), cmp.Or(f.rpm, cfg.RPM), modes
 	cfg.ExplainSample = f.explainSample != ""
+	cfg.Pooler = f.pooler
 	var progress io.Writer = os.Stdout
 	done := func(r Result) {
 		fmt.Printf("%-8s finished: %d/%d documents in %.1fs, %.1f%% of the token quota, %d 429s, %d Temporal retries\n",

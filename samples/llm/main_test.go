@@ -53,7 +53,7 @@ func TestDocuments(t *testing.T) {
 	require.Greater(t, slices.Max(lens), 6000)
 }
 
-// TestResultJSON checks the -json output's fields, which the README documents.
+// TestResultJSON checks the -json output's fields, which docs/demo.md documents.
 func TestResultJSON(t *testing.T) {
 	keys := func(v any) []string {
 		b, err := json.Marshal(v)

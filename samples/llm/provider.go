@@ -75,6 +75,7 @@ type Provider struct {
 	tokens    int64        // tokens accepted: prompt + completion of the calls that succeeded
 	events    []tokenEvent // the recent accepted calls, for TokensPerMinute
 	history   []tokenEvent // every accepted call, for Timeline
+	arrivals  []time.Time  // when each call came, refused ones included, for PeakRequests
 }
 
 // NewProvider starts a provider on a local port.
@@ -230,6 +231,7 @@ func (p *Provider) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	now := time.Now()
 	p.requests++
+	p.arrivals = append(p.arrivals, now)
 	p.req.refill(now, p.requestRate(), p.requestCapacity())
 	p.tok.refill(now, p.tokenRate(), p.tokenCapacity())
 	var wait time.Duration

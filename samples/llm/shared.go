@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"context"
 	"fmt"
 	"io"
@@ -43,6 +45,9 @@ type SharedConfig struct {
 	// ExplainSample has the sluice mode sample its queued tickets' explanations and their real
 	// admissions (-explain-sample; see explain_sample.go).
 	ExplainSample bool
+	// Pooler says how the Postgres URL reaches Postgres: directly, or through a transaction pooler
+	// (-transaction-pooler, -listen-url).
+	Pooler poolflags.Pooler
 }
 
 // DefaultSharedConfig is the full scenario: about a minute per mode at the quota. The quota is set so
@@ -233,6 +238,7 @@ func (r *sharedRun) startReplicas(c client.Client, pool *pgxpool.Pool, q *pgqueu
 		if r.mode == ModeSluice {
 			plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 				Pool: pool, Client: c, Schema: q.Schema(), TracerProvider: noop.NewTracerProvider(),
+				TransactionPooler: r.cfg.Pooler.TransactionPooler, ListenURL: r.cfg.Pooler.ListenURL,
 				Limits: []throttle.Limit{SharedLimit(r.cfg)}, Routes: sharedRoutes(r.cfg.MaxTokens, r.cfg.AnswerMaxTokens),
 			})
 			if err != nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // SharedResult is what one mode of the shared scenario achieved. The JSON names are the -json
-// output's; each figure's unit is in its name (_s: seconds, _pct: percent), and the README says which
+// output's; each figure's unit is in its name (_s: seconds, _pct: percent), and docs/demo.md says which
 // way is better.
 type SharedResult struct {
 	Scenario string `json:"scenario"` // "shared"

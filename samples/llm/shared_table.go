@@ -23,7 +23,7 @@ func runAllShared(ctx context.Context, cfg SharedConfig, dbURL, temporalAddr str
 		return nil, err
 	}
 	var out []SharedResult
-	err = withDemoEnv(ctx, dbURL, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
+	err = withDemoEnv(ctx, dbURL, cfg.Pooler, temporalAddr, func(pool *pgxpool.Pool, q *pgqueue.Queue, c client.Client) error {
 		for _, mode := range cfg.Modes {
 			res, err := runShared(ctx, cfg, mode, work, pool, q, c, progress)
 			if err != nil {

@@ -22,6 +22,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -62,6 +64,9 @@ type Config struct {
 	ProviderCap int
 	// Schema and TaskQueue are where the sample's tables and tasks go.
 	Schema, TaskQueue string
+	// Pooler says how the Postgres URL reaches Postgres: directly, or through a transaction pooler
+	// (-transaction-pooler, -listen-url).
+	Pooler poolflags.Pooler
 }
 
 // DefaultConfig is the sample as the package doc describes it. Prices are OpenAI's for gpt-4o as
@@ -122,7 +127,12 @@ func main() {
 	dbURL := flag.String("database", cmp.Or(os.Getenv("DATABASE_URL"), "postgres://postgres@localhost:5432/postgres?sslmode=disable"),
 		"the Postgres Sluice uses")
 	flag.StringVar(&cfg.Schema, "schema", cfg.Schema, "the schema of Sluice's tables, created if missing")
+	pooler, err := poolflags.Define(flag.CommandLine)
+	if err != nil {
+		log.Fatalf("plans: %v", err)
+	}
 	flag.Parse()
+	cfg.Pooler = pooler()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	res, err := run(ctx, cfg, *dbURL, *temporalAddr)

@@ -147,7 +147,11 @@ func (cfg Config) limits() ([]throttle.Limit, error) {
 }
 
 func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, error) {
-	pool, err := pgxpool.New(ctx, dbURL)
+	pcfg, err := cfg.Pooler.PoolConfig(dbURL)
+	if err != nil {
+		return Result{}, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return Result{}, fmt.Errorf("-database: %w", err)
 	}
@@ -172,6 +176,7 @@ func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, e
 	clock.Set(cfg.Start)
 	plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 		Pool: pool, Client: c, Schema: cfg.Schema, Limits: limits, Prices: &cfg.Prices, Clock: clock.Now,
+		TransactionPooler: cfg.Pooler.TransactionPooler, ListenURL: cfg.Pooler.ListenURL,
 		Routes: map[string]sluiceinterceptor.Route{"Ask": {
 			Limits: []string{"llm"}, Model: cfg.Model,
 			Tokens: func(args []any) (throttle.Cost, error) {

@@ -16,6 +16,8 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/samples/internal/poolflags"
+
 	"cmp"
 	"context"
 	"flag"
@@ -97,8 +99,12 @@ func (printSpans) OnEnd(s sdktrace.ReadOnlySpan) {
 func (printSpans) Shutdown(context.Context) error   { return nil }
 func (printSpans) ForceFlush(context.Context) error { return nil }
 
-func run(ctx context.Context, dbURL, temporalAddr, schema string, n int, tp trace.TracerProvider) (Result, error) {
-	pool, err := pgxpool.New(ctx, dbURL)
+func run(ctx context.Context, dbURL string, pooler poolflags.Pooler, temporalAddr, schema string, n int, tp trace.TracerProvider) (Result, error) {
+	pcfg, err := pooler.PoolConfig(dbURL)
+	if err != nil {
+		return Result{}, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return Result{}, fmt.Errorf("-database: %w", err)
 	}
@@ -119,6 +125,7 @@ func run(ctx context.Context, dbURL, temporalAddr, schema string, n int, tp trac
 	for range 2 { // two workers, as two replicas would be
 		plugin, err := sluiceinterceptor.NewPlugin(sluiceinterceptor.Options{
 			Pool: pool, Client: c, Schema: schema, TracerProvider: tp,
+			TransactionPooler: pooler.TransactionPooler, ListenURL: pooler.ListenURL,
 			Limits: []throttle.Limit{{Key: "api", MaxConcurrent: 3, RequestsPerSecond: 10, Burst: 3}},
 			Routes: map[string]sluiceinterceptor.Route{"CallAPI": {Limits: []string{"api"}}},
 		})
@@ -152,6 +159,10 @@ func main() {
 	temporalAddr := flag.String("temporal", "", "the Temporal frontend, host:port (default $TEMPORAL_ADDRESS, else "+client.DefaultHostPort+")")
 	// DATABASE_URL is read after parsing, not made the flag's default, so that -h does not print it.
 	databaseURL := flag.String("database", "", "the Postgres URL (default $DATABASE_URL, else "+defaultDatabaseURL+")")
+	pooler, err := poolflags.Define(flag.CommandLine)
+	if err != nil {
+		log.Fatal(err)
+	}
 	flag.Parse()
 	var tp trace.TracerProvider = noop.NewTracerProvider()
 	if *printTrace {
@@ -159,7 +170,7 @@ func main() {
 	}
 	addr := cmp.Or(*temporalAddr, os.Getenv("TEMPORAL_ADDRESS"), client.DefaultHostPort)
 	db := cmp.Or(*databaseURL, os.Getenv("DATABASE_URL"), defaultDatabaseURL)
-	res, err := run(context.Background(), db, addr, *schema, *n, tp)
+	res, err := run(context.Background(), db, pooler(), addr, *schema, *n, tp)
 	if err != nil {
 		log.Fatal(err)
 	}

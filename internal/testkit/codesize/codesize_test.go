@@ -29,7 +29,7 @@ func TestLibrarySizes(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "samples" || d.Name() == "testdata") {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "samples" || d.Name() == "testdata" || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil

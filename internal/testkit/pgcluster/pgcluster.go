@@ -86,6 +86,22 @@ const DefaultMaxConnections = 200
 type Options struct {
 	// MaxConnections is the server's max_connections. Defaults to DefaultMaxConnections.
 	MaxConnections int
+	// Durable keeps PostgreSQL's defaults fsync, synchronous_commit and full_page_writes on, as
+	// every user runs it (the benchmark measures there). Without it the cluster turns the three off,
+	// for the tests' speed: a crash of the machine may lose or corrupt it, which a throwaway cluster
+	// does not mind.
+	Durable bool
+}
+
+// settings returns the lines New appends to postgresql.conf for these options on port, with the
+// socket in dir.
+func (o Options) settings(port int, dir string) string {
+	conf := fmt.Sprintf("\n# written by internal/pgcluster\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\nmax_connections = %d\n",
+		port, dir, o.MaxConnections)
+	if o.Durable {
+		return conf + "fsync = on\nsynchronous_commit = on\nfull_page_writes = on\n"
+	}
+	return conf + "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
 }
 
 // Start initialises and starts a cluster, stopped and removed at the end of the test. Without
@@ -154,7 +170,11 @@ func (c *Cluster) initAndStart(opts Options) error {
 			return err
 		}
 	}
-	if out, err := c.command("initdb", "-D", c.DataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput(); err != nil {
+	initdb := []string{"-D", c.DataDir, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"}
+	if !opts.Durable {
+		initdb = append(initdb, "--no-sync")
+	}
+	if out, err := c.command("initdb", initdb...).CombinedOutput(); err != nil {
 		return fmt.Errorf("pgcluster: initdb: %v\n%s", err, out)
 	}
 	var lastErr error
@@ -163,8 +183,7 @@ func (c *Cluster) initAndStart(opts Options) error {
 		if err != nil {
 			return err
 		}
-		conf := fmt.Sprintf("\n# written by internal/pgcluster\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\n"+
-			"fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = %d\n", port, c.Dir, opts.MaxConnections)
+		conf := opts.settings(port, c.Dir)
 		// postgresql.conf belongs to the server's user: append through it. A later line wins, so a
 		// retry's port replaces the last one's.
 		cmd := c.command("sh", "-c", `cat >>"$1"`, "_", filepath.Join(c.DataDir, "postgresql.conf"))

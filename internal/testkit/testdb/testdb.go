@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
-	"github.com/sluicehq/sluice/pgqueue"
 )
 
 // URL returns the test database URL: TEST_DATABASE_URL, else DATABASE_URL. It skips the test when
@@ -101,7 +101,7 @@ func Schema(t testing.TB, pool *pgxpool.Pool) string {
 	schema := NewSchemaName()
 	ctx := context.Background()
 	migrateMu.Lock() // DDL from many parallel tests at once only adds catalog lock waits
-	_, err := pgqueue.Migrate(ctx, pool, pgqueue.MigrateOptions{Schema: schema})
+	_, err := store.Migrate(ctx, pool, store.MigrateOptions{Schema: schema})
 	migrateMu.Unlock()
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -115,12 +115,12 @@ func Schema(t testing.TB, pool *pgxpool.Pool) string {
 	return schema
 }
 
-// Engine returns a pgqueue.Queue over a fresh migrated schema on a new pool.
-func Engine(t testing.TB, opts pgqueue.Options) *pgqueue.Queue {
+// Engine returns a store.Queue over a fresh migrated schema on a new pool.
+func Engine(t testing.TB, opts store.Options) *store.Queue {
 	t.Helper()
 	pool := Pool(t)
 	opts.Schema = Schema(t, pool)
-	q, err := pgqueue.New(pool, opts)
+	q, err := store.New(pool, opts)
 	require.NoError(t, err)
 	return q
 }

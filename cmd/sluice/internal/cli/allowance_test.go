@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -36,26 +37,26 @@ func TestCLI_Allowances(t *testing.T) {
 	require.Len(t, l.Allowances, 2)
 	require.Equal(t, throttle.OnSpentRefuse, l.Allowances[1].OnSpent)
 
-	enqueue := func(p pgqueue.EnqueueParams) int64 {
+	enqueue := func(p store.EnqueueParams) int64 {
 		t.Helper()
 		p.Owner, p.Namespace, p.Attempt, p.ActivityType = "worker-a", "default", 1, "Ask"
 		tk, err := f.q.Enqueue(ctx, p)
 		require.NoError(t, err)
 		return tk.ID
 	}
-	first := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:free"}, Cost: 40_000, OutputCost: 10_000, CostMoney: 300_000,
+	first := enqueue(store.EnqueueParams{LimitKeys: []string{"llm", "plan:free"}, Cost: 40_000, OutputCost: 10_000, CostMoney: 300_000,
 		WorkflowID: "chat-1", ActivityID: "1"})
-	enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Cost: 100, WorkflowID: "pro-1", ActivityID: "1"})
-	res, err := f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	enqueue(store.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Cost: 100, WorkflowID: "pro-1", ActivityID: "1"})
+	res, err := f.q.Claim(ctx, store.ClaimParams{Owner: "worker-a"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
-	require.NoError(t, f.q.Complete(ctx, pgqueue.CompleteParams{TicketID: first, ActualCost: 30_000, ActualOutput: 8_000,
+	require.NoError(t, f.q.Complete(ctx, store.CompleteParams{TicketID: first, ActualCost: 30_000, ActualOutput: 8_000,
 		ActualMoney: 250_000, OutcomeKind: pgqueue.OutcomeCompleted}))
 	// Held: pro's one request a day is spent; free has 20,000 tokens and $0.25 left, and this one needs
 	// $0.30: refused at the next claim.
-	waiting := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Cost: 100, WorkflowID: "pro-2", ActivityID: "1",
+	waiting := enqueue(store.EnqueueParams{LimitKeys: []string{"llm", "plan:pro"}, Cost: 100, WorkflowID: "pro-2", ActivityID: "1",
 		Deadline: t0.Add(24 * time.Hour)})
-	refused := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"llm", "plan:free"}, Cost: 5_000, CostMoney: 300_000,
+	refused := enqueue(store.EnqueueParams{LimitKeys: []string{"llm", "plan:free"}, Cost: 5_000, CostMoney: 300_000,
 		WorkflowID: "chat-2", ActivityID: "1"})
 	f.clock.Add(10 * time.Second)
 
@@ -80,12 +81,13 @@ func TestCLI_Allowances(t *testing.T) {
 	}
 
 	// The next claim refuses it; explain then tells the refusal.
-	res, err = f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	res, err = f.q.Claim(ctx, store.ClaimParams{Owner: "worker-a"})
 	require.NoError(t, err)
 	require.Len(t, res.Refused, 1)
 	code, out, errOut = f.run(t, "explain", itoa(refused))
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Contains(t, out, "refused at 2026-01-01 12:00:10 UTC, never admitted: sluice: limit plan:free: allowance usd=0.50/day@America/Los_Angeles spent")
+	require.Contains(t, out, "refused at 2026-01-01 12:00:10 UTC, never admitted: allowance usd=0.50/day@America/Los_Angeles of plan:free was spent: "+
+		"used 0.25 USD of 0.50 USD, the call needed 0.30 USD; it resets at 2026-01-02 08:00:00 UTC (2026-01-02 00:00 PST); the refusal waits")
 
 	code, out, errOut = f.run(t, "limits", "set", "plan:free", "--allowance", "none", "--max-concurrent", "2")
 	require.Equal(t, cli.ExitOK, code, errOut)
@@ -133,34 +135,35 @@ func TestCLI_ExplainDeadlineBeforeTheReset(t *testing.T) {
 	f.q = testdb.Engine(t, pgqueue.Options{Now: f.clock.Now})
 	code, _, errOut := f.run(t, "limits", "set", "plan:wait", "--create", "--allowance", "requests=1/day")
 	require.Equal(t, cli.ExitOK, code, errOut)
-	enqueue := func(p pgqueue.EnqueueParams) int64 {
+	enqueue := func(p store.EnqueueParams) int64 {
 		t.Helper()
 		p.LimitKeys, p.Owner, p.Namespace, p.Attempt, p.ActivityType, p.ActivityID = []string{"plan:wait"}, "worker-a", "default", 1, "Ask", "1"
 		tk, err := f.q.Enqueue(ctx, p)
 		require.NoError(t, err)
 		return tk.ID
 	}
-	first := enqueue(pgqueue.EnqueueParams{WorkflowID: "ask-1"})
-	res, err := f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	first := enqueue(store.EnqueueParams{WorkflowID: "ask-1"})
+	res, err := f.q.Claim(ctx, store.ClaimParams{Owner: "worker-a"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)
-	require.NoError(t, f.q.Complete(ctx, pgqueue.CompleteParams{TicketID: first, OutcomeKind: pgqueue.OutcomeCompleted}))
+	require.NoError(t, f.q.Complete(ctx, store.CompleteParams{TicketID: first, OutcomeKind: pgqueue.OutcomeCompleted}))
 	// The day's one request is spent until midnight UTC; this one must be done by 13:00.
-	late := enqueue(pgqueue.EnqueueParams{WorkflowID: "ask-2", Deadline: t0.Add(time.Hour)})
-	spent := "allowance requests=1/day spent: used 1 request of 1 request, the call needs 1 request; " +
-		"resets at 2026-01-02T00:00:00Z (2026-01-02 00:00 UTC); the call's deadline, 2026-01-01T13:00:00Z (2026-01-01 13:00 UTC), comes before the reset"
+	late := enqueue(store.EnqueueParams{WorkflowID: "ask-2", Deadline: t0.Add(time.Hour)})
 
 	code, out, errOut := f.run(t, "explain", itoa(late))
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Contains(t, out, "it will be refused: "+spent+"; the next claim fails its activity (the allowance waits, but not past the call's deadline)\n")
+	require.Contains(t, out, "it will be refused: allowance requests=1/day of plan:wait: used 1 request of 1 request, needs 1 request; "+
+		"resets 2026-01-02 00:00:00 UTC (in 12h0m0s); the next claim fails its activity (its deadline, 13:00:00 UTC, comes before the reset)\n")
 	t.Logf("before the claim:\n%s", out)
 
-	res, err = f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a"})
+	res, err = f.q.Claim(ctx, store.ClaimParams{Owner: "worker-a"})
 	require.NoError(t, err)
 	require.Len(t, res.Refused, 1)
 	code, out, errOut = f.run(t, "explain", itoa(late))
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Contains(t, out, "refused at 2026-01-01 12:00:00 UTC, never admitted: sluice: limit plan:wait: "+spent+"; the refusal waits to be delivered to Temporal")
+	require.Contains(t, out, "refused at 2026-01-01 12:00:00 UTC, never admitted: allowance requests=1/day of plan:wait was spent: used 1 request of "+
+		"1 request, the call needed 1 request; it resets at 2026-01-02 00:00:00 UTC, after the call's deadline, 2026-01-01 13:00:00 UTC; "+
+		"the refusal waits to be delivered to Temporal")
 	t.Logf("after the claim:\n%s", out)
 }
 

@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/internal/words"
 	"github.com/sluicehq/sluice/pgqueue"
 )
 
@@ -32,8 +34,9 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Getenv reads the environment (DATABASE_URL).
 	Getenv func(string) string
-	// Terminal says Stdout is a terminal: --watch then clears the screen before each frame. Into a
-	// pipe or a file the frames follow one another, a blank line apart, with no screen codes.
+	// Terminal says Stdout is a terminal: --watch then clears the screen before each frame and heads
+	// it with the interval and the time it was read. Into a pipe or a file the frames follow one
+	// another, a blank line apart, with no screen codes.
 	Terminal bool
 	// Operator is who runs the command, as "user@host": the limit history records the changes of
 	// limits set as made by "Operator (sluice limits set)". Empty: the OS user and the host name.
@@ -72,23 +75,26 @@ func (g *global) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")
 }
 
-// command is one subcommand: its name, its one-line help, and what runs it.
+// command is one subcommand: its name, its arguments, its help in a few words (short, for the
+// summary) and in full, and what runs it.
 type command struct {
-	name, args, help string
-	run              func(ctx context.Context, r *runner, args []string) error
+	name, args, short, help string
+	run                     func(ctx context.Context, r *runner, args []string) error
 }
 
 func commands() []command {
 	return []command{
-		{"status", "[KEY...] [--watch D]", "how each limit stands: tickets, in-flight tokens, limits set and learned, use over the last minute, pause, oldest wait, why the line's head waits", runStatus},
-		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--allowance SPEC]... [--on-spent wait|refuse] [--create] | history KEY [--since D] [--max N]", "read or change limits, on every replica at its next admission; history: who changed KEY's limit, when, from what to what", runLimits},
-		{"pause", "KEY --for D | --until TIME", "stop admissions on KEY for D, or until TIME (RFC 3339), exactly: a pause in force is shortened or extended to it (running activities go on)", runPause},
-		{"resume", "KEY", "lift KEY's pause at once", runResume},
-		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
-		{"explain", "TICKET_ID | --workflow ID [--activity ID] [--namespace NS] [--max N] [--watch D]", "why a queued ticket waits, limit by limit, and when it is expected to be admitted; by --workflow, each of its tickets, newest first", runExplain},
-		{"migrate", "up | status", "create or upgrade the tables, or say which migrations are applied", runMigrate},
-		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D] [--temporal-ui URL]", "serve the live dashboard (on localhost unless told otherwise)", runServe},
-		{"version", "", "print the command's version (the module's, as built)", runVersion},
+		{"status", "[KEY... | --prefix P] [--limit N] [--watch D]", "how each limit stands", "how each limit stands: tickets, in-flight tokens, limits set and learned, use over the last minute, pause, oldest wait, why the line's head waits; without KEYs the first --limit keys (of --prefix)", runStatus},
+		{"limits", "get [KEY...] | set KEY [--max-concurrent N] [--rps R] [--burst B] [--tpm T] [--token-burst B] [--itpm T] [--input-token-burst B] [--otpm T] [--output-token-burst B] [--max-inflight-tokens N] [--allowance SPEC]... [--on-spent wait|refuse] [--create] | history KEY [--since D] [--max N] | delete KEY --yes", "read, change or delete limits, and who changed them", "read or change limits, on every replica at its next admission; history: who changed KEY's limit, when, from what to what; delete: remove KEY's limit once no unfinished ticket names it", runLimits},
+		{"pause", "KEY --for D | --until TIME", "stop admissions on a key for a while", "stop admissions on KEY for D, or until TIME (RFC 3339), exactly: a pause in force is shortened or extended to it (running activities go on)", runPause},
+		{"resume", "KEY", "lift a key's pause", "lift KEY's pause at once", runResume},
+		{"tickets", "KEY [--max N] [--watch D]", "the tickets drawing on a key, in the order of admission", "the tickets drawing on KEY, from any line: those waiting first, in the order they are to be admitted, with their place, cost and what holds each; then those running", runTickets},
+		{"explain", "TICKET_ID | --workflow ID [--activity ID] [--namespace NS] [--max N] [--watch D]", "why a ticket waits, and when it is expected to be admitted", "why a queued ticket waits, limit by limit, and when it is expected to be admitted; by --workflow, each of its tickets, newest first", runExplain},
+		{"migrate", "up | status", "create or upgrade the tables", "create or upgrade the tables, or say which migrations are applied", runMigrate},
+		{"serve", "[--addr HOST:PORT] [--allow-writes] [--refresh D] [--window D] [--step D] [--temporal-ui URL]", "serve the live dashboard", "serve the live dashboard (on localhost unless told otherwise)", runServe},
+		{"gate", "[--address HOST:PORT] [--namespace NS] [--task-queue Q] [--routes FILE] [--prices FILE] [--hold D] [--check-interval D] [--stop-timeout D]", "serve admission to workflows in any Temporal SDK", "serve Sluice's admission to workflows in any Temporal SDK: the activities sluice.gate.v1.Acquire (on --task-queue) and Release (docs/gate.md), until SIGTERM", runGate},
+		{"version", "", "print the command's version", "print the command's version (the module's, as built)", runVersion},
+		{"help", "[COMMAND]", "the usage of every command, or of one", "the usage of every command, with the flags all take and the exit codes; with COMMAND, its arguments and flags (as sluice COMMAND --help)", runHelp},
 	}
 }
 
@@ -158,9 +164,9 @@ func (r *runner) dispatch(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() == 0 {
 		if !r.g.json {
-			r.usage(fs, r.env.Stderr)
+			summary(r.env.Stderr)
 		}
-		return usageErr("a command is needed (run sluice -h)")
+		return usageErr("a command is needed (run sluice help)")
 	}
 	name := fs.Arg(0)
 	for _, c := range commands() {
@@ -168,7 +174,7 @@ func (r *runner) dispatch(ctx context.Context, args []string) error {
 			return c.run(ctx, r, fs.Args()[1:])
 		}
 	}
-	return usageErr("unknown command %q (run sluice -h)", name)
+	return usageErr("unknown command %q (run sluice help)", name)
 }
 
 // flagSet is a flag set for the command name, with the global flags, writing its errors nowhere:
@@ -199,6 +205,25 @@ func durationFlag(fs *flag.FlagSet, name string, def time.Duration, help string)
 	return d
 }
 
+// intFlag defines an integer flag from lo to hi, its engine's bounds (a Go int, an int32 column, a
+// documented maximum), whose error names them: the flag package's says only "value out of range".
+func intFlag(fs *flag.FlagSet, name string, def, lo, hi int64, help string) *int64 {
+	v := new(int64)
+	*v = def
+	if def != 0 {
+		help = fmt.Sprintf("%s (default %d)", help, def)
+	}
+	fs.Func(name, help, func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("must be a whole number from %d to %d, got %q", lo, hi, s)
+		}
+		*v = n
+		return nil
+	})
+	return v
+}
+
 // parse parses a subcommand's flags, which may come before or after its arguments, and returns its
 // arguments.
 func (r *runner) parse(fs *flag.FlagSet, c string, args []string) ([]string, error) {
@@ -223,32 +248,6 @@ func (r *runner) flagErr(err error) error {
 		return err
 	}
 	return usageErr("%v (run sluice -h)", err)
-}
-
-// usage prints the command's usage to w: stdout when asked for (-h), stderr after a mistake.
-func (r *runner) usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintln(w, "Usage: sluice [--database URL] [--schema S] [--json] COMMAND [ARGS]")
-	fmt.Fprintln(w, "\nCommands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %s\n      %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
-	}
-	fmt.Fprintln(w, "\nFlags (also after the command):")
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	fmt.Fprintln(w, "\nExit codes: 0 done; 1 the database could not be reached or a statement failed;")
-	fmt.Fprintln(w, "2 bad arguments; 3 an unknown key or ticket, or a schema without Sluice's tables.")
-}
-
-func (r *runner) commandUsage(fs *flag.FlagSet, name string) {
-	for _, c := range commands() {
-		if c.name == name {
-			fmt.Fprintf(r.env.Stdout, "Usage: sluice %s\n  %s\n\nFlags:\n", strings.TrimSpace(c.name+" "+c.args), c.help)
-		}
-	}
-	fs.SetOutput(r.env.Stdout)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
 }
 
 // connect opens the database and checks that the schema holds Sluice's tables (unless migrating).
@@ -325,5 +324,6 @@ func keyErr(err error) error {
 	return err
 }
 
-// orDash is s, or "-" when empty.
-func orDash(s string) string { return cmp.Or(s, "-") }
+// none is the one word of the command's text (and the dashboard's) for what is not set, not there or
+// not known: an unset limit, no pause, no wait, no workflow ID. (Its JSON leaves such a field out or writes null.)
+const none = words.None

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -26,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 // fixture is a schema with live tickets: openai (a line of 5, 2 of them running) and a tenant cap.
 type fixture struct {
-	q   *pgqueue.Queue
+	q   *store.Queue
 	url string
 }
 
@@ -37,12 +38,12 @@ func newFixture(t *testing.T) fixture {
 	require.NoError(t, q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 2, RequestsPerSecond: 10, TokensPerMinute: 60_000},
 		throttle.Limit{Key: "tenant:acme", MaxConcurrent: 5}))
 	for i, p := range []int{5, 1, 3, 2, 4} {
-		_, err := q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: int64(100 * (i + 1)),
+		_, err := q.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: int64(100 * (i + 1)),
 			Priority: p, Owner: "worker-a", Namespace: "default", WorkflowID: "summarize-" + string(rune('a'+i)),
 			ActivityType: "Summarize", FairnessKey: "acme", Attempt: 1})
 		require.NoError(t, err)
 	}
-	res, err := q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+	res, err := q.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 2)
 	return fixture{q: q, url: testdb.URL(t)}
@@ -160,10 +161,19 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},
 		{[]string{"status", "nope"}, cli.ExitNotFound, `unknown limit: ["nope"]`},
 		{[]string{"tickets", "nope"}, cli.ExitNotFound, `"nope"`},
-		{[]string{"tickets", "openai", "--max", "0"}, cli.ExitUsage, "--max must be >= 1, got 0"},
+		{[]string{"tickets", "openai", "--max", "0"}, cli.ExitUsage, `invalid value "0" for flag -max: must be a whole number from 1 to 2147483647, got "0"`},
+		{[]string{"tickets", "openai", "--max", "99999999999999999999"}, cli.ExitUsage, `must be a whole number from 1 to 2147483647, got "99999999999999999999"`},
+		{[]string{"limits", "set", "openai", "--max-concurrent", "2147483648"}, cli.ExitUsage, `invalid value "2147483648" for flag -max-concurrent: must be a whole number from 0 to 2147483647, got "2147483648"`},
+		{[]string{"limits", "set", "openai", "--max-inflight-tokens", "9223372036854775808"}, cli.ExitUsage, `invalid value "9223372036854775808" for flag -max-inflight-tokens: must be a whole number from 0 to 9223372036854775807, got "9223372036854775808"`},
+		{[]string{"limits", "set", "openai", "--rps", "1e13"}, cli.ExitUsage, `invalid value "1e13" for flag -rps: must be a number from 0 to 1000000000000, got "1e13"`},
 		{[]string{"status", "--watch", "1ms"}, cli.ExitUsage, "--watch must be at least 100ms, got 1ms"},
-		{[]string{"limits", "set", "openai", "--rps", "-1"}, cli.ExitUsage, `invalid value "-1" for flag -rps: must be a finite number >= 0, got "-1"`},
-		{[]string{"limits", "set", "openai", "--tpm", "NaN"}, cli.ExitUsage, `invalid value "NaN" for flag -tpm: must be a finite number >= 0, got "NaN"`},
+		{[]string{"status", "--watch", "0s"}, cli.ExitUsage, "--watch must be a positive interval such as 2s, got 0s (leave --watch out to print once)"},
+		{[]string{"tickets", "openai", "--watch", "-2s"}, cli.ExitUsage, "--watch must be a positive interval such as 2s, got -2s"},
+		{[]string{"explain", "1", "--watch", "0s"}, cli.ExitUsage, "--watch must be a positive interval such as 2s, got 0s"},
+		{[]string{"status", "--limit", "0"}, cli.ExitUsage, `invalid value "0" for flag -limit: must be a whole number from 1 to 2147483647, got "0"`},
+		{[]string{"status", "openai", "--prefix", "tenant:"}, cli.ExitUsage, `status takes KEYs or --prefix, not both: got ["openai"] and --prefix "tenant:"`},
+		{[]string{"limits", "set", "openai", "--rps", "-1"}, cli.ExitUsage, `invalid value "-1" for flag -rps: must be a number from 0 to 1000000000000, got "-1"`},
+		{[]string{"limits", "set", "openai", "--tpm", "NaN"}, cli.ExitUsage, `invalid value "NaN" for flag -tpm: must be a number from 0 to 1000000000000, got "NaN"`},
 		{[]string{"limits", "set", "openai", "--max-concurrent", "1.5"}, cli.ExitUsage, `got "1.5"`},
 		{[]string{"limits", "set", "tenant:acme", "--burst", "3"}, cli.ExitUsage, "--burst must be 0 when --rps is not set, got 3"},
 		{[]string{"limits", "set", "openai"}, cli.ExitUsage, "give at least one of"},
@@ -172,9 +182,10 @@ func TestCLI_BadInput(t *testing.T) {
 		{[]string{"limits", "set", "openai ", "--max-concurrent", "1", "--create"}, cli.ExitUsage, `Key must not begin or end with a space, got "openai "`},
 		{[]string{"limits", "set", "tenant:acme", "--input-token-burst", "3"}, cli.ExitUsage, "--input-token-burst must be 0 when --itpm is not set, got 3"},
 		{[]string{"limits", "set", "tenant:acme", "--max-concurrent", "0"}, cli.ExitUsage, "sets none of --max-concurrent, --rps, --tpm, --itpm, --otpm, --max-inflight-tokens"},
+		{[]string{"limits", "set", "tenant:acme", "--max-concurrent", "0"}, cli.ExitUsage, "; to remove the key, run: sluice limits delete tenant:acme --yes"},
 		{[]string{"limits", "set", "openai", "--burst", "0"}, cli.ExitUsage, `invalid value "0" for flag -burst: must be >= 1, got "0"`},
 		{[]string{"limits", "set", "openai", "--token-burst", "0"}, cli.ExitUsage, `invalid value "0" for flag -token-burst: must be >= 1, got "0"`},
-		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get, set or history"},
+		{[]string{"limits", "frob"}, cli.ExitUsage, "limits takes get, set, history or delete"},
 		{[]string{"status", "--watch", "2"}, cli.ExitUsage, `invalid value "2" for flag -watch: must be a duration: a number and a unit (ms, s, m, h), such as 500ms, 2s or 1m30s, got "2"`},
 		{[]string{"serve", "--refresh", "0"}, cli.ExitUsage, "--refresh must be a positive duration, got 0s (leave the flag out for its default)"},
 		{[]string{"serve", "--step", "0s"}, cli.ExitUsage, "--step must be a positive duration, got 0s"},
@@ -282,10 +293,10 @@ func TestCLI_MigrateUp(t *testing.T) {
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+schema+` CASCADE`) })
 	code, out, errOut := runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5 6 7 8 9 10 11 12 13], now at version 13\n", out)
+	require.Equal(t, "schema "+schema+": applied [1 2 3 4 5 6 7 8 9 10 11 12 13 14], now at version 14\n", out)
 	code, out, _ = runCLI(context.Background(), url, "migrate", "up", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
-	require.Equal(t, "schema "+schema+" is current at version 13\n", out)
+	require.Equal(t, "schema "+schema+" is current at version 14\n", out)
 	code, out, _ = runCLI(context.Background(), url, "--json", "migrate", "status", "--schema", schema)
 	require.Equal(t, cli.ExitOK, code)
 	require.Contains(t, out, `"version":5`)
@@ -328,7 +339,7 @@ func TestCLI_Serve(t *testing.T) {
 	require.Contains(t, line, "(read-only)")
 	url := regexp.MustCompile(`http://[^ ]+/`).FindString(line)
 	require.NotEmpty(t, url, line)
-	resp, err := http.Get(url + "api/status")
+	resp, err := http.Get(url + "api/status?key=openai&key=tenant:acme")
 	require.NoError(t, err)
 	var st struct {
 		Keys []struct {
@@ -364,7 +375,7 @@ func TestCLI_Edges(t *testing.T) {
 	code, out, errOut := f.run(t, "pause", "--for", "1m", "--", "-x")
 	require.Equal(t, cli.ExitOK, code, errOut)
 	require.Contains(t, out, "-x ")
-	_, err := f.q.Enqueue(ctx, pgqueue.EnqueueParams{LimitKeys: []string{"-x"}, Owner: "o", WorkflowID: "evil\x1b[2Jid", ActivityType: "A"})
+	_, err := f.q.Enqueue(ctx, store.EnqueueParams{LimitKeys: []string{"-x"}, Owner: "o", WorkflowID: "evil\x1b[2Jid", ActivityType: "A"})
 	require.NoError(t, err)
 	code, out, _ = f.run(t, "tickets", "--", "-x")
 	require.Equal(t, cli.ExitOK, code)

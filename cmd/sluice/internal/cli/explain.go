@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -36,7 +37,7 @@ func runExplain(ctx context.Context, r *runner, args []string) error {
 	fs.StringVar(&a.find.WorkflowID, "workflow", "", "explain the tickets of the workflow with this ID, newest first")
 	fs.StringVar(&a.find.ActivityID, "activity", "", "with --workflow: only the tickets of the activity with this ID")
 	fs.StringVar(&a.find.Namespace, "namespace", "", "with --workflow: only the workflow in this Temporal namespace")
-	fs.IntVar(&a.find.Max, "max", 10, "with --workflow: explain at most N tickets, the newest")
+	max := intFlag(fs, "max", 10, 1, math.MaxInt32, "with --workflow: explain at most N tickets, the newest")
 	if err := negativeID(fs, args); err != nil {
 		return err
 	}
@@ -44,10 +45,11 @@ func runExplain(ctx context.Context, r *runner, args []string) error {
 	if err != nil {
 		return err
 	}
+	a.find.Max = int(*max)
 	if err := a.check(fs, pos); err != nil {
 		return err
 	}
-	if err := checkWatch(*watch); err != nil {
+	if err := checkWatch(fs, *watch); err != nil {
 		return err
 	}
 	if err := r.connect(ctx, false); err != nil {
@@ -129,9 +131,6 @@ func (a *explainArgs) check(fs *flag.FlagSet, pos []string) error {
 		if set[f.name] && strings.TrimSpace(f.v) == "" {
 			return usageErr("--%s must not be blank, got %q", f.name, f.v)
 		}
-	}
-	if a.find.Max < 1 {
-		return usageErr("--max must be >= 1, got %d", a.find.Max)
 	}
 	return nil
 }

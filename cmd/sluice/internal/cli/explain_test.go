@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
@@ -42,7 +43,7 @@ func (c *fakeClock) Add(d time.Duration) {
 // 2 minutes with a ticket waiting; three tickets wait on email (2 a second, a burst of 1); and one
 // waits on batch, whose one slot has been held for two hours.
 type explainFixture struct {
-	q     *pgqueue.Queue
+	q     *store.Queue
 	clock *fakeClock
 	url   string
 	// running, tenant, output, paused, ahead and unknown are the tickets explained.
@@ -57,7 +58,7 @@ func newExplainFixture(t *testing.T) explainFixture {
 	require.NoError(t, f.q.UpsertLimits(ctx, throttle.Limit{Key: "openai", MaxConcurrent: 20}, throttle.Limit{Key: "tenant:acme", MaxConcurrent: 1},
 		throttle.Limit{Key: "anthropic", OutputTokensPerMinute: 6_000}, throttle.Limit{Key: "gemini", RequestsPerSecond: 5},
 		throttle.Limit{Key: "email", RequestsPerSecond: 2, Burst: 1}, throttle.Limit{Key: "batch", MaxConcurrent: 1}))
-	enqueue := func(p pgqueue.EnqueueParams) int64 {
+	enqueue := func(p store.EnqueueParams) int64 {
 		t.Helper()
 		p.Owner, p.Namespace, p.Attempt = "worker-a", "default", 1
 		tk, err := f.q.Enqueue(ctx, p)
@@ -66,45 +67,45 @@ func newExplainFixture(t *testing.T) explainFixture {
 	}
 	claim := func(n int) {
 		t.Helper()
-		res, err := f.q.Claim(ctx, pgqueue.ClaimParams{Owner: "worker-a", Max: 10})
+		res, err := f.q.Claim(ctx, store.ClaimParams{Owner: "worker-a", Max: 10})
 		require.NoError(t, err)
 		require.Len(t, res.Admitted, n)
 	}
 	// batch's one slot is held by a ticket admitted two hours before t0: no run on batch ended in the
 	// last hour to time one, so when it ends is not known.
 	f.clock.Add(-2 * time.Hour)
-	enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"batch"}, WorkflowID: "nightly", ActivityID: "1", ActivityType: "Export"})
+	enqueue(store.EnqueueParams{LimitKeys: []string{"batch"}, WorkflowID: "nightly", ActivityID: "1", ActivityType: "Export"})
 	claim(1)
 	// Two runs on tenant:acme took 20 s each, ending at t0: how long acme's runs take. Their outcomes
 	// are delivered, so they are gone from the tables of tickets.
 	f.clock.Add(2*time.Hour - 40*time.Second)
 	for _, act := range []string{"1", "2"} {
-		id := enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "earlier", ActivityID: act})
+		id := enqueue(store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, WorkflowID: "earlier", ActivityID: act})
 		claim(1)
 		f.clock.Add(20 * time.Second)
-		require.NoError(t, f.q.Complete(ctx, pgqueue.CompleteParams{TicketID: id, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
+		require.NoError(t, f.q.Complete(ctx, store.CompleteParams{TicketID: id, ActualCost: -1, OutcomeKind: pgqueue.OutcomeCompleted}))
 		ds, err := f.q.TakeDeliveries(ctx, 10, time.Minute)
 		require.NoError(t, err)
 		for _, d := range ds {
 			require.NoError(t, f.q.Delivered(ctx, d.ID))
 		}
 	}
-	f.running = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 1_000, WorkflowID: "summarize",
+	f.running = enqueue(store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 1_000, WorkflowID: "summarize",
 		ActivityID: "1", ActivityType: "Summarize"})
-	f.tenant = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 40_000, OutputCost: 2_000,
+	f.tenant = enqueue(store.EnqueueParams{LimitKeys: []string{"openai", "tenant:acme"}, Cost: 40_000, OutputCost: 2_000,
 		WorkflowID: "summarize", ActivityID: "2", ActivityType: "Summarize", Deadline: t0.Add(15 * time.Second)})
 	claim(1) // its owner's claim: the ticket runs at once
 
 	f.clock.Add(10 * time.Second)
-	enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"anthropic"}, Cost: 5_500, OutputCost: 5_000, WorkflowID: "draft-1", ActivityType: "Draft"})
-	f.output = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"anthropic"}, Cost: 4_500, OutputCost: 4_000, WorkflowID: "draft-2",
+	enqueue(store.EnqueueParams{LimitKeys: []string{"anthropic"}, Cost: 5_500, OutputCost: 5_000, WorkflowID: "draft-1", ActivityType: "Draft"})
+	f.output = enqueue(store.EnqueueParams{LimitKeys: []string{"anthropic"}, Cost: 4_500, OutputCost: 4_000, WorkflowID: "draft-2",
 		ActivityID: "7", ActivityType: "Draft"})
 	claim(1)
 	require.NoError(t, f.q.Pause(ctx, "gemini", f.clock.Now().Add(2*time.Minute)))
-	f.paused = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"gemini"}, WorkflowID: "translate", ActivityID: "1", ActivityType: "Translate"})
-	f.unknown = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"batch"}, WorkflowID: "nightly", ActivityID: "2", ActivityType: "Export"})
+	f.paused = enqueue(store.EnqueueParams{LimitKeys: []string{"gemini"}, WorkflowID: "translate", ActivityID: "1", ActivityType: "Translate"})
+	f.unknown = enqueue(store.EnqueueParams{LimitKeys: []string{"batch"}, WorkflowID: "nightly", ActivityID: "2", ActivityType: "Export"})
 	for i := range 3 {
-		f.ahead = enqueue(pgqueue.EnqueueParams{LimitKeys: []string{"email"}, WorkflowID: "notify", ActivityID: string(rune('1' + i)),
+		f.ahead = enqueue(store.EnqueueParams{LimitKeys: []string{"email"}, WorkflowID: "notify", ActivityID: string(rune('1' + i)),
 			ActivityType: "Send"})
 	}
 	return f
@@ -194,7 +195,7 @@ func TestCLI_Explain(t *testing.T) {
 				line = strings.Fields(l)
 			}
 		}
-		require.Equal(t, []string{itoa(f.output), "queued", "1", "draft-2", "Draft", "1", "0s", "500", "4000", "output_tokens", "of", "anthropic", "0", "-"}, line)
+		require.Equal(t, []string{itoa(f.output), "queued", "1", "draft-2", "Draft", "1", "0s", "500", "4000", "output", "tokens", "of", "anthropic", "0", "none"}, line)
 	})
 
 	t.Run("JSON", func(t *testing.T) {
@@ -206,7 +207,9 @@ func TestCLI_Explain(t *testing.T) {
 		want, err := f.q.Explain(ctx, f.tenant)
 		require.NoError(t, err)
 		want.Ticket.TaskToken, want.Ticket.Outcome, want.Ticket.TraceContext = nil, nil, ""
+		want.Ticket.ActualCost, want.Ticket.ActualMoney = 0, 0 // no usage reported: null in the JSON, not -1
 		require.Equal(t, []pgqueue.TicketExplanation{want}, got)
+		require.Contains(t, out, `"actual_cost":null`)
 		require.Equal(t, "tenant:acme", got[0].Explanation.Key)
 
 		var rows []struct {
@@ -276,10 +279,11 @@ func TestCLI_ExplainBadInput(t *testing.T) {
 		{[]string{"explain", "--activity", "2"}, cli.ExitUsage, "--activity goes with --workflow, which is not given"},
 		{[]string{"explain", "--namespace", "default"}, cli.ExitUsage, "--namespace goes with --workflow, which is not given"},
 		{[]string{"explain", "1", "--activity", "2"}, cli.ExitUsage, "--activity goes with --workflow, which is not given"},
-		{[]string{"explain", "1", "--max", "-3"}, cli.ExitUsage, "--max goes with --workflow, which is not given"},
+		{[]string{"explain", "1", "--max", "3"}, cli.ExitUsage, "--max goes with --workflow, which is not given"},
+		{[]string{"explain", "1", "--max", "-3"}, cli.ExitUsage, `invalid value "-3" for flag -max: must be a whole number from 1 to 2147483647, got "-3"`},
 		{[]string{"explain", "--workflow", ""}, cli.ExitUsage, `--workflow must not be blank, got ""`},
 		{[]string{"explain", "--workflow", "summarize", "--activity", " "}, cli.ExitUsage, `--activity must not be blank, got " "`},
-		{[]string{"explain", "--workflow", "summarize", "--max", "0"}, cli.ExitUsage, "--max must be >= 1, got 0"},
+		{[]string{"explain", "--workflow", "summarize", "--max", "0"}, cli.ExitUsage, `invalid value "0" for flag -max: must be a whole number from 1 to 2147483647, got "0"`},
 		{[]string{"explain", "--workflow", "nope"}, cli.ExitNotFound, `no tickets of workflow "nope"`},
 		{[]string{"explain", "--workflow", "summarize", "--activity", "9"}, cli.ExitNotFound, `no tickets of workflow "summarize", activity "9"`},
 		{[]string{"explain", "--workflow", "summarize", "--namespace", "prod"}, cli.ExitNotFound, `no tickets of workflow "summarize" in namespace "prod"`},

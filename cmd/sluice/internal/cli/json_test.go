@@ -52,6 +52,19 @@ func TestCLI_JSON(t *testing.T) {
 		require.Contains(t, out, `"configured":{"key":"openai","max_concurrent":2,"requests_per_second":10,"burst":10,`)
 	})
 
+	// A duration is in seconds, named with _s, where the library's JSON has nanoseconds: a rolling
+	// allowance's period wherever a limit is printed.
+	t.Run("Durations", func(t *testing.T) {
+		code, _, errOut := f.run(t, "limits", "set", "tenant:acme", "--allowance", "requests=1000/24h")
+		require.Equal(t, cli.ExitOK, code, errOut)
+		for _, args := range [][]string{{"limits", "get", "tenant:acme"}, {"status", "tenant:acme"}, {"limits", "history", "tenant:acme"}} {
+			var v any
+			out := jsonOf(t, &v, args...)
+			require.Contains(t, out, `{"meter":"requests","amount":1000,"rolling_s":86400}`, "%v", args)
+			require.NotContains(t, out, "86400000000000", "%v", args)
+		}
+	})
+
 	t.Run("Tickets", func(t *testing.T) {
 		var got []pgqueue.KeyTicket
 		out := jsonOf(t, &got, "tickets", "openai")
@@ -60,8 +73,13 @@ func TestCLI_JSON(t *testing.T) {
 		require.Len(t, got, 5)
 		for i := range want { // never in the JSON (pgqueue's ExampleTicket_json shows it with them set)
 			want[i].TaskToken, want[i].Outcome, want[i].TraceContext = nil, nil, ""
+			require.Equal(t, int64(-1), want[i].ActualCost, "no usage reported")
+			want[i].ActualCost, want[i].ActualMoney = 0, 0 // null in the JSON, which leaves the field as it is
 		}
 		require.Equal(t, want, got)
+		require.Contains(t, out, `"actual_cost":null,"output_cost":0,"actual_output":null,`, "not known is null, not -1")
+		require.Contains(t, out, `"actual_money":null`)
+		require.NotContains(t, out, ":-1")
 		for _, hidden := range []string{"task_token", "TaskToken", "outcome\"", "Outcome", "trace_context", "TraceContext"} {
 			require.NotContains(t, out, hidden)
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sluicehq/sluice/internal/words"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -38,18 +39,20 @@ func inFlagNames(msg, key string) string {
 func isUnknown(err error) bool { return errors.Is(err, pgqueue.ErrUnknownLimit) }
 
 func runLimits(ctx context.Context, r *runner, args []string) error {
-	if len(args) == 0 || (args[0] != "get" && args[0] != "set" && args[0] != "history") {
+	if len(args) == 0 || (args[0] != "get" && args[0] != "set" && args[0] != "history" && args[0] != "delete") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			r.commandUsage(r.flagSet("limits"), "limits")
 			return flag.ErrHelp
 		}
-		return usageErr("limits takes get, set or history, got %q", args)
+		return usageErr("limits takes get, set, history or delete, got %q", args)
 	}
 	switch args[0] {
 	case "get":
 		return runLimitsGet(ctx, r, args[1:])
 	case "history":
 		return runLimitsHistory(ctx, r, args[1:])
+	case "delete":
+		return runLimitsDelete(ctx, r, args[1:])
 	}
 	return runLimitsSet(ctx, r, args[1:])
 }
@@ -65,23 +68,32 @@ func runLimitsGet(ctx context.Context, r *runner, args []string) error {
 	return r.printLimits(ctx, keys)
 }
 
-// printLimits prints the limits of keys (every key when none).
+// printLimits prints the limits of keys (every key when none). A key that does not exist ends it
+// with an error naming it, after the limits of those that do.
 func (r *runner) printLimits(ctx context.Context, keys []string) error {
 	st, err := r.q.Status(ctx, keys...)
-	if err != nil {
-		return keyErr(err)
+	if err != nil && !isUnknown(err) {
+		return err
 	}
 	if r.g.json {
 		out := make([]pgqueue.LimitStatus, len(st))
 		for i, s := range st {
 			out[i] = s.LimitStatus
 		}
-		return writeJSON(r.env.Stdout, out)
+		if werr := writeJSON(r.env.Stdout, out); werr != nil {
+			return werr
+		}
+		return keyErr(err)
 	}
-	if err := limitsTable(r.env.Stdout, st); err != nil {
-		return err
+	if len(st) > 0 || err == nil {
+		if terr := limitsTable(r.env.Stdout, st); terr != nil {
+			return terr
+		}
+		if aerr := allowancesTable(r.env.Stdout, st); aerr != nil {
+			return aerr
+		}
 	}
-	return allowancesTable(r.env.Stdout, st)
+	return keyErr(err)
 }
 
 func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
@@ -89,15 +101,15 @@ func limitsTable(w io.Writer, st []pgqueue.KeyStatus) error {
 	fmt.Fprintln(tw, "KEY\tMAX CONCURRENT\tREQUESTS/S\tBURST\tTOKENS/MIN\tTOKEN BURST\tINPUT/MIN\tINPUT BURST\tOUTPUT/MIN\tOUTPUT BURST\tMAX IN-FLIGHT TOKENS\tLEARNED")
 	for _, s := range st {
 		c, e := s.Configured, s.Effective
-		learned := "-"
+		learned := none
 		if !e.Equal(c) {
 			learned = fmt.Sprintf("%s/s burst %s, %s tokens/min burst %s, %s input/min burst %s, %s output/min burst %s",
-				num(e.RequestsPerSecond), num(e.Burst), num(e.TokensPerMinute), num(e.TokenBurst),
-				num(e.InputTokensPerMinute), num(e.InputTokenBurst), num(e.OutputTokensPerMinute), num(e.OutputTokenBurst))
+				words.Num(e.RequestsPerSecond), words.Num(e.Burst), words.Num(e.TokensPerMinute), words.Num(e.TokenBurst),
+				words.Num(e.InputTokensPerMinute), words.Num(e.InputTokenBurst), words.Num(e.OutputTokensPerMinute), words.Num(e.OutputTokenBurst))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, num(float64(c.MaxConcurrent)), num(c.RequestsPerSecond),
-			num(c.Burst), num(c.TokensPerMinute), num(c.TokenBurst), num(c.InputTokensPerMinute), num(c.InputTokenBurst),
-			num(c.OutputTokensPerMinute), num(c.OutputTokenBurst), num(float64(c.MaxInflightTokens)), learned)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, setCount(int64(c.MaxConcurrent)), setFigure(c.RequestsPerSecond),
+			setFigure(c.Burst), setFigure(c.TokensPerMinute), setFigure(c.TokenBurst), setFigure(c.InputTokensPerMinute), setFigure(c.InputTokenBurst),
+			setFigure(c.OutputTokensPerMinute), setFigure(c.OutputTokenBurst), setCount(c.MaxInflightTokens), learned)
 	}
 	return tw.Flush()
 }
@@ -115,20 +127,16 @@ type limitFlags struct {
 
 func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 	lf := &limitFlags{set: map[string]bool{}, ints: map[string]*int64{}, floats: map[string]*float64{}}
-	for _, f := range []struct{ name, help string }{
-		{"max-concurrent", "tickets admitted and still running (0: no cap)"},
-		{"max-inflight-tokens", "tokens reserved by running tickets (0: no cap)"},
+	// The bounds are the engine's: throttle.Limit's MaxConcurrent is an int held in an integer column,
+	// at most math.MaxInt32; MaxInflightTokens an int64 in a bigint column.
+	for _, f := range []struct {
+		name, help string
+		max        int64
+	}{
+		{"max-concurrent", "tickets admitted and still running (0: no cap)", math.MaxInt32},
+		{"max-inflight-tokens", "tokens reserved by running tickets (0: no cap)", math.MaxInt64},
 	} {
-		v := new(int64)
-		lf.ints[f.name] = v
-		fs.Func(f.name, f.help, func(s string) error {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 0 || n > math.MaxInt32 {
-				return fmt.Errorf("must be a whole number from 0 to %d, got %q", math.MaxInt32, s)
-			}
-			*v, lf.set[f.name] = n, true
-			return nil
-		})
+		lf.ints[f.name] = intFlag(fs, f.name, 0, 0, f.max, f.help)
 	}
 	for _, f := range []struct{ name, help string }{
 		{"rps", "requests per second (0: none); a new rate without --burst puts the burst back to its default"},
@@ -144,8 +152,8 @@ func newLimitFlags(fs *flag.FlagSet) *limitFlags {
 		lf.floats[f.name] = v
 		fs.Func(f.name, f.help, func(s string) error {
 			x, err := strconv.ParseFloat(s, 64)
-			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-				return fmt.Errorf("must be a finite number >= 0, got %q", s)
+			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || x > throttle.MaxRate {
+				return fmt.Errorf("must be a number from 0 to %s, got %q", strconv.FormatFloat(throttle.MaxRate, 'f', -1, 64), s)
 			}
 			if x == 0 && strings.HasSuffix(f.name, "burst") {
 				// To throttle a burst of 0 is "the default": refused here rather than quietly replaced.
@@ -226,6 +234,11 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		return usageErr("limits set %s: --allowance none removes every allowance, so it cannot be given with another (%s): give none alone, or the allowances to keep",
 			keys[0], strings.Join(specs, ", "))
 	}
+	for name := range lf.ints { // the integer flags given (intFlag records no more than the value)
+		if given(fs, name) {
+			lf.set[name] = true
+		}
+	}
 	if len(lf.set) == 0 {
 		return usageErr("limits set %s: give at least one of --max-concurrent, --rps, --burst, --tpm, --token-burst, --itpm, --input-token-burst, --otpm, --output-token-burst, --max-inflight-tokens, --allowance, --on-spent", keys[0])
 	}
@@ -240,6 +253,9 @@ func runLimitsSet(ctx context.Context, r *runner, args []string) error {
 		switch {
 		case isUnknown(err):
 			return notFoundErr(fmt.Errorf("%w (add --create to create it)", err))
+		case errors.Is(err, pgqueue.ErrInvalidLimit) && !*create && strings.Contains(err.Error(), "sets none of"):
+			// A change that would leave the key no limit at all: what removes a key is delete.
+			return usageErr("%s; to remove the key, run: sluice limits delete %s --yes", inFlagNames(err.Error(), keys[0]), keys[0])
 		case errors.Is(err, pgqueue.ErrInvalidLimit):
 			return usageErr("%s", inFlagNames(err.Error(), keys[0]))
 		}
@@ -269,23 +285,13 @@ func allowancesTable(w io.Writer, st []pgqueue.KeyStatus) error {
 					spec += fmt.Sprintf(" (set %s)", c.FormatAmount(c.Amount))
 				}
 			}
-			resets := "-"
+			resets := none
 			if !a.ResetsAt.IsZero() {
-				resets = until(a.ResetsAt, s.Now)
+				resets = words.Until(a.ResetsAt, s.Now)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Configured.Key, spec, cmp.Or(string(a.Allowance.OnSpent), string(throttle.OnSpentWait)),
-				amount(a.Allowance, a.Used), amount(a.Allowance, a.Remaining), resets)
+				words.Amount(a.Allowance, a.Used), words.Amount(a.Allowance, a.Remaining), resets)
 		}
 	}
 	return tw.Flush()
-}
-
-// amount is n in a's unit, grouped: "1,234 tokens", "0.25 USD".
-func amount(a throttle.Allowance, n int64) string {
-	if a.Meter == throttle.MeterMoney {
-		return a.FormatAmount(n)
-	}
-	s := a.FormatAmount(n)
-	_, unit, _ := strings.Cut(s, " ")
-	return grouped(n) + " " + unit
 }

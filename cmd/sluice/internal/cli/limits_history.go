@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/words"
 	"github.com/sluicehq/sluice/pgqueue"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -21,7 +23,7 @@ import (
 func runLimitsHistory(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("limits")
 	since := durationFlag(fs, "since", 0, "only the changes of the last D (e.g. 24h; default: all the history kept, 90 days)")
-	max := fs.Int("max", 50, "show at most the last N changes")
+	max := intFlag(fs, "max", 50, 1, pgqueue.MaxLimitHistory, "show at most the last N changes")
 	keys, err := r.parse(fs, "limits", args)
 	if err != nil {
 		return err
@@ -34,9 +36,6 @@ func runLimitsHistory(ctx context.Context, r *runner, args []string) error {
 	if sinceGiven && *since <= 0 {
 		return usageErr("--since must be a positive duration (e.g. 24h), got %v (leave it out for all the history kept)", *since)
 	}
-	if *max < 1 || *max > pgqueue.MaxLimitHistory {
-		return usageErr("--max must be from 1 to %d, got %d", pgqueue.MaxLimitHistory, *max)
-	}
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
@@ -48,7 +47,7 @@ func runLimitsHistory(ctx context.Context, r *runner, args []string) error {
 		}
 		from = now.Add(-*since)
 	}
-	h, err := r.q.LimitHistory(ctx, keys[0], from, *max)
+	h, err := r.q.LimitHistory(ctx, keys[0], from, int(*max))
 	if err != nil {
 		return keyErr(err)
 	}
@@ -77,27 +76,35 @@ func historyTable(w io.Writer, h []pgqueue.LimitRecord) error {
 				changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, historyAllowance(f.BeforeAllowance), historyAllowance(f.AfterAllowance))
 				continue
 			}
-			changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, historyFigure(f.Before), historyFigure(f.After))
+			changes[i] = fmt.Sprintf("%s: %s → %s", f.Field, setFigure(f.Before), setFigure(f.After))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.At.UTC().Format("2006-01-02 15:04:05 UTC"), c.Kind, shown(c.Who),
-			orDash(strings.Join(changes, ", ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.At.UTC().Format("2006-01-02 15:04:05 UTC"), c.Kind, words.Shown(c.Who),
+			words.OrNone(strings.Join(changes, ", ")))
 	}
 	return tw.Flush()
 }
 
-// historyFigure is a figure of the history as num prints it, "none" for 0.
-func historyFigure(v float64) string {
-	if v == 0 {
-		return "none"
+// setCount is a cap as set, none for 0: not set.
+func setCount(n int64) string {
+	if n == 0 {
+		return none
 	}
-	return num(v)
+	return strconv.FormatInt(n, 10)
+}
+
+// setFigure is a figure of a limit as num prints it, none for 0: not set (limits get, the history).
+func setFigure(v float64) string {
+	if v == 0 {
+		return none
+	}
+	return words.Num(v)
 }
 
 // historyAllowance is an allowance of the history with what it does when spent,
 // "tokens=50000/day (refuse)", or "none" for nil.
 func historyAllowance(a *throttle.Allowance) string {
 	if a == nil {
-		return "none"
+		return none
 	}
 	return fmt.Sprintf("%s (%s)", a, cmp.Or(a.OnSpent, throttle.OnSpentWait))
 }

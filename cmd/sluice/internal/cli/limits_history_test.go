@@ -68,7 +68,7 @@ func TestCLI_LimitsHistory(t *testing.T) {
 	}{
 		{[]string{"limits", "history"}, cli.ExitUsage, "limits history takes one KEY, got 0"},
 		{[]string{"limits", "history", "nope"}, cli.ExitNotFound, `unknown limit: "nope"`},
-		{[]string{"limits", "history", "openai", "--max", "0"}, cli.ExitUsage, "--max must be from 1 to 10000, got 0"},
+		{[]string{"limits", "history", "openai", "--max", "0"}, cli.ExitUsage, `invalid value "0" for flag -max: must be a whole number from 1 to 10000, got "0"`},
 		{[]string{"limits", "history", "openai", "--since", "0s"}, cli.ExitUsage, "--since must be a positive duration (e.g. 24h), got 0s"},
 		{[]string{"limits", "history", "openai", "--since", "yesterday"}, cli.ExitUsage, `must be a duration: a number and a unit`},
 	} {

@@ -65,7 +65,7 @@ func runPause(ctx context.Context, r *runner, args []string) error {
 			fmt.Fprintf(r.env.Stdout, "%s resumed: %s is not after now\n", keys[0], until.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	return r.printStatus(ctx, keys, 0)
+	return r.printStatus(ctx, statusQuery{keys: keys}, 0)
 }
 
 func runResume(ctx context.Context, r *runner, args []string) error {
@@ -82,7 +82,7 @@ func runResume(ctx context.Context, r *runner, args []string) error {
 	if err := r.q.Resume(ctx, keys[0]); err != nil {
 		return keyErr(err)
 	}
-	return r.printStatus(ctx, keys, 0)
+	return r.printStatus(ctx, statusQuery{keys: keys}, 0)
 }
 
 // dbNow is the database's clock: pauses are instants on it, whatever this machine's clock says.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -10,10 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
+	"github.com/sluicehq/sluice/internal/words"
 	"github.com/sluicehq/sluice/pgqueue"
-	"github.com/sluicehq/sluice/throttle"
 )
 
 // statusRow is one key of `sluice status --json`: its pgqueue.KeyStatus, whose JSON fields stand at
@@ -24,37 +22,95 @@ type statusRow struct {
 	OldestWaitSeconds float64 `json:"oldest_wait_s"`
 }
 
+// DefaultStatusLimit is how many keys sluice status shows without KEYs or --limit: a screenful or a
+// few, not the 10,000 lines of a schema of 10,000 keys.
+const DefaultStatusLimit = 200
+
+// statusQuery is what status is asked about: keys by name, or else the first limit keys of a prefix.
+type statusQuery struct {
+	keys   []string
+	prefix string
+	limit  int
+}
+
 func runStatus(ctx context.Context, r *runner, args []string) error {
 	fs := r.flagSet("status")
 	watch := durationFlag(fs, "watch", 0, "refresh every D (e.g. 2s) until interrupted")
+	var sq statusQuery
+	fs.StringVar(&sq.prefix, "prefix", "", "without KEYs: only the keys that start with P (e.g. tenant:)")
+	limit := intFlag(fs, "limit", DefaultStatusLimit, 1, math.MaxInt32, "without KEYs: show at most the first N keys, in key order; a last line says how many more there are")
 	keys, err := r.parse(fs, "status", args)
 	if err != nil {
 		return err
 	}
-	if err := checkWatch(*watch); err != nil {
+	sq.keys, sq.limit = keys, int(*limit)
+	if len(keys) > 0 && given(fs, "prefix") {
+		return usageErr("status takes KEYs or --prefix, not both: got %q and --prefix %q", keys, sq.prefix)
+	}
+	if err := checkWatch(fs, *watch); err != nil {
 		return err
 	}
 	if err := r.connect(ctx, false); err != nil {
 		return err
 	}
-	return r.printStatus(ctx, keys, *watch)
+	return r.printStatus(ctx, sq, *watch)
 }
 
-// printStatus prints the status of keys (every key when none), once or every period.
-func (r *runner) printStatus(ctx context.Context, keys []string, every time.Duration) error {
+// printStatus prints the status of the keys sq asks for, once or every period. A key that does not
+// exist ends it with an error naming it, after the status of those that do.
+func (r *runner) printStatus(ctx context.Context, sq statusQuery, every time.Duration) error {
 	return r.watch(ctx, every, func(w io.Writer) error {
-		st, err := r.q.Status(ctx, keys...)
-		if err != nil {
-			return keyErr(err)
-		}
-		if r.g.json {
-			return writeJSON(w, statusRows(st))
-		}
-		if err := statusTable(w, st); err != nil {
+		st, total, err := r.readStatus(ctx, sq)
+		if err != nil && !isUnknown(err) {
 			return err
 		}
-		return allowancesTable(w, st)
+		if r.g.json {
+			if werr := writeJSON(w, statusRows(st)); werr != nil {
+				return werr
+			}
+			if more := total - int64(len(st)); more > 0 {
+				_ = writeJSON(r.env.Stderr, struct {
+					Warning string `json:"warning"`
+					Shown   int    `json:"shown"`
+					Total   int64  `json:"total"`
+				}{notShown(len(st), total), len(st), total})
+			}
+			return keyErr(err)
+		}
+		if len(st) > 0 || err == nil {
+			if terr := statusTable(w, st); terr != nil {
+				return terr
+			}
+			if aerr := allowancesTable(w, st); aerr != nil {
+				return aerr
+			}
+		}
+		if more := total - int64(len(st)); more > 0 {
+			fmt.Fprintln(w, notShown(len(st), total))
+		}
+		return keyErr(err)
 	})
+}
+
+// readStatus reads the keys of sq by name (total is then how many were found), or the first page of
+// its prefix and how many keys the prefix has.
+func (r *runner) readStatus(ctx context.Context, sq statusQuery) (st []pgqueue.KeyStatus, total int64, err error) {
+	if len(sq.keys) > 0 {
+		st, err = r.q.Status(ctx, sq.keys...)
+		return st, int64(len(st)), err
+	}
+	page, err := r.q.StatusPage(ctx, pgqueue.StatusParams{Prefix: sq.prefix, Limit: sq.limit})
+	return page.Keys, page.Total, err
+}
+
+// notShown is the line under a status cut at --limit: how many keys were left out, and how to see them.
+func notShown(shown int, total int64) string {
+	more, keys := total-int64(shown), "keys"
+	if more == 1 {
+		keys = "key"
+	}
+	return fmt.Sprintf("%s more %s not shown (%s of %s): name the keys, narrow with --prefix, or show them all with --limit %d",
+		words.Grouped(more), keys, words.Grouped(int64(shown)), words.Grouped(total), total)
 }
 
 func statusRows(st []pgqueue.KeyStatus) []statusRow {
@@ -72,28 +128,41 @@ func statusTable(w io.Writer, st []pgqueue.KeyStatus) error {
 	fmt.Fprintln(tw, "KEY\tQUEUED\tADMITTED\tRUNNING\tCONCURRENCY\tIN-FLIGHT TOKENS\tREQUESTS/MIN\tTOKENS/MIN\tINPUT/MIN\tOUTPUT/MIN\tPAUSED FOR\tOLDEST WAIT\tHEAD WAITS ON")
 	for _, s := range st {
 		c, e := s.Configured, s.Effective
-		paused := "-"
+		paused := none
 		if s.State.PausedUntil.After(s.Now) {
-			paused = roundDur(s.State.PausedUntil.Sub(s.Now))
+			paused = words.RoundDur(s.State.PausedUntil.Sub(s.Now))
 		}
-		wait := "-"
+		wait := none
 		if !s.OldestQueued.IsZero() {
-			wait = roundDur(s.OldestWait())
+			wait = words.RoundDur(s.OldestWait())
 		}
 		queued := strconv.FormatInt(s.Queued, 10)
 		if other := s.QueuedDrawing - s.Queued; other > 0 { // a tenant's cap: its tickets wait in a provider's line
 			queued += fmt.Sprintf(" (+%d in other lines)", other)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Key, queued, s.Admitted, s.Running,
-			used(int64(s.State.InflightCount), float64(e.MaxConcurrent), float64(c.MaxConcurrent)),
-			used(s.State.InflightTokens, float64(e.MaxInflightTokens), float64(c.MaxInflightTokens)),
+			usedOf(int64(s.State.InflightCount), int64(e.MaxConcurrent), int64(c.MaxConcurrent)),
+			usedOf(s.State.InflightTokens, e.MaxInflightTokens, c.MaxInflightTokens),
 			used(s.RequestsLastMinute, e.RequestsPerMinute(), c.RequestsPerMinute()),
 			used(s.TokensLastMinute, e.TokensPerMinute, c.TokensPerMinute),
 			used(s.InputTokensLastMinute, e.InputTokensPerMinute, c.InputTokensPerMinute),
 			used(s.OutputTokensLastMinute, e.OutputTokensPerMinute, c.OutputTokensPerMinute),
-			paused, wait, orDash(s.HeadWaitReason))
+			paused, wait, headWaits(s))
 	}
 	return tw.Flush()
+}
+
+// headWaits is why the line's head last waited, in explain's words: "concurrency of tenant:acme",
+// "the pause of openai"; none when nothing waits or no claim looked at it.
+func headWaits(s pgqueue.KeyStatus) string {
+	if s.HeadWaitReason == "" {
+		return none
+	}
+	reason, key, ok := strings.Cut(s.HeadWaitReason, " of ")
+	if !ok {
+		key = s.Configured.Key
+	}
+	return words.WaitWords(reason, key)
 }
 
 // used is "n/limit", "n" when there is no limit, and " (set c)" after a limit lowered from c.
@@ -101,158 +170,21 @@ func used(n int64, limit, configured float64) string {
 	if limit == 0 {
 		return strconv.FormatInt(n, 10)
 	}
-	s := fmt.Sprintf("%d/%s", n, num(limit))
+	s := fmt.Sprintf("%d/%s", n, words.Num(limit))
 	if configured != limit {
-		s += " (set " + num(configured) + ")"
+		s += " (set " + words.Num(configured) + ")"
 	}
 	return s
 }
 
-// num prints a limit as set: an integer when it is one, else with up to two decimals, or three
-// significant digits under 1, so that a rate of 0.0001/s never reads as 0 ("no limit").
-func num(v float64) string {
-	if v == float64(int64(v)) {
-		return strconv.FormatInt(int64(v), 10)
+// usedOf is used for a cap, a whole number that a float64 may not hold exactly (an int64's).
+func usedOf(n, limit, configured int64) string {
+	if limit == 0 {
+		return strconv.FormatInt(n, 10)
 	}
-	if math.Abs(v) < 1 {
-		return strconv.FormatFloat(v, 'g', 3, 64)
+	s := fmt.Sprintf("%d/%d", n, limit)
+	if configured != limit {
+		s += fmt.Sprintf(" (set %d)", configured)
 	}
-	return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 2, 64), "0"), ".")
-}
-
-// roundDur prints d to the second (to the millisecond under a second).
-func roundDur(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
-
-// ticketRow is one ticket of `sluice tickets --json`: the pgqueue.KeyTicket (the ticket, its place and
-// what holds it), whose JSON fields stand at the top of the object, and how long it waited for
-// admission in seconds (until now while queued).
-type ticketRow struct {
-	pgqueue.KeyTicket
-	WaitedSeconds float64 `json:"waited_s"`
-}
-
-func runTickets(ctx context.Context, r *runner, args []string) error {
-	fs := r.flagSet("tickets")
-	watch := durationFlag(fs, "watch", 0, "refresh every D (e.g. 2s) until interrupted")
-	max := fs.Int("max", 50, "show at most N tickets")
-	keys, err := r.parse(fs, "tickets", args)
-	if err != nil {
-		return err
-	}
-	if len(keys) != 1 {
-		return usageErr("tickets takes one KEY, got %d", len(keys))
-	}
-	if *max < 1 {
-		return usageErr("--max must be >= 1, got %d", *max)
-	}
-	if err := checkWatch(*watch); err != nil {
-		return err
-	}
-	if err := r.connect(ctx, false); err != nil {
-		return err
-	}
-	return r.watch(ctx, *watch, func(w io.Writer) error {
-		ts, now, err := r.q.Tickets(ctx, keys[0], *max)
-		if err != nil {
-			return keyErr(err)
-		}
-		if r.g.json {
-			out := make([]ticketRow, len(ts))
-			for i, t := range ts {
-				out[i] = ticketRow{KeyTicket: t, WaitedSeconds: t.Waited(now).Seconds()}
-			}
-			return writeJSON(w, out)
-		}
-		return ticketsTable(w, ts, now)
-	})
-}
-
-// ticketsTable prints one line per ticket: those queued first, with their place among the tickets
-// waiting on the key, their reservation and what holds each now.
-func ticketsTable(w io.Writer, ts []pgqueue.KeyTicket, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tPLACE\tWORKFLOW ID\tACTIVITY TYPE\tATTEMPT\tWAITED\tCOST IN\tCOST OUT\tWAITS FOR\tPRIORITY\tFAIRNESS KEY")
-	for _, t := range ts {
-		place, c := "-", t.Reserved()
-		if t.Place > 0 {
-			place = strconv.Itoa(t.Place)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\n", t.ID, t.State, place, shown(t.WorkflowID),
-			shown(t.ActivityType), t.Attempt, roundDur(t.Waited(now)), c.Input, c.Output, waitsFor(t), t.Priority, shown(t.FairnessKey))
-	}
-	return tw.Flush()
-}
-
-// waitsFor is what holds a queued ticket, and on which limit: "concurrency of tenant:acme", "ahead"
-// (of it in its line, every limit having room); "-" when nothing does or it is not queued.
-func waitsFor(t pgqueue.KeyTicket) string {
-	switch {
-	case t.WaitsFor == throttle.WaitNothing:
-		return "-"
-	case t.WaitsFor == throttle.WaitAhead, t.WaitsOn == "":
-		return t.WaitsFor
-	}
-	return t.WaitsFor + " of " + t.WaitsOn
-}
-
-func checkWatch(d time.Duration) error {
-	if d < 0 || (d > 0 && d < 100*time.Millisecond) {
-		return usageErr("--watch must be at least 100ms, got %v", d)
-	}
-	return nil
-}
-
-// watch writes one frame, or with every > 0 a frame every period until ctx ends: on a terminal each
-// frame clears the screen, into a pipe each follows a blank line; with --json each is one line of JSON.
-func (r *runner) watch(ctx context.Context, every time.Duration, frame func(io.Writer) error) error {
-	if every == 0 {
-		return frame(r.env.Stdout)
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		var b strings.Builder
-		switch {
-		case r.g.json: // one line of JSON a frame
-		case r.env.Terminal:
-			b.WriteString("\x1b[H\x1b[2J")
-		default:
-			b.WriteString("\n")
-		}
-		if err := frame(&b); err != nil {
-			if ctx.Err() != nil { // interrupted during a refresh: that is how a watch ends
-				return nil
-			}
-			return err
-		}
-		if _, err := io.WriteString(r.env.Stdout, b.String()); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// writeJSON writes v as one line of JSON.
-func writeJSON(w io.Writer, v any) error {
-	return json.NewEncoder(w).Encode(v)
-}
-
-// shown is s for a table: "-" when empty, quoted when it holds what a terminal would act on (escape
-// sequences in a workflow ID).
-func shown(s string) string {
-	for _, c := range s {
-		if !unicode.IsPrint(c) {
-			return strconv.Quote(s)
-		}
-	}
-	return orDash(s)
+	return s
 }

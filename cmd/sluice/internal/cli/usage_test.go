@@ -28,8 +28,14 @@ func TestCLI_UsageStreams(t *testing.T) {
 		{"UnknownFlag", []string{"--bogus", "status"}, cli.ExitUsage, "", "flag provided but not defined: -bogus (run sluice -h)", true},
 		{"UnknownFlagWithJSON", []string{"--json", "status", "--bogus"}, cli.ExitUsage, "", `{"error":"flag provided but not defined: -bogus (run sluice -h)","exit_code":2}`, true},
 		{"UnknownFlagBeforeJSON", []string{"--bogus", "--json", "status"}, cli.ExitUsage, "", `"exit_code":2}`, true},
-		{"NoCommandWithJSON", []string{"--json"}, cli.ExitUsage, "", `{"error":"a command is needed (run sluice -h)","exit_code":2}`, true},
-		{"NoCommand", nil, cli.ExitUsage, "", "Usage: sluice", false},
+		{"NoCommandWithJSON", []string{"--json"}, cli.ExitUsage, "", `{"error":"a command is needed (run sluice help)","exit_code":2}`, true},
+		{"NoCommand", nil, cli.ExitUsage, "", "Run sluice help COMMAND for a command's arguments and flags", false},
+		{"Help", []string{"help"}, cli.ExitOK, "Exit codes:", "", false},
+		{"HelpCommand", []string{"help", "status"}, cli.ExitOK, "Usage: sluice status [KEY... | --prefix P]", "", false},
+		{"HelpSubcommand", []string{"help", "limits", "set"}, cli.ExitOK, "-max-inflight-tokens", "", false},
+		{"HelpHelp", []string{"help", "help"}, cli.ExitOK, "Usage: sluice help [COMMAND]", "", false},
+		{"HelpUnknown", []string{"help", "frobnicate"}, cli.ExitUsage, "", `help: unknown command "frobnicate" (run sluice help)`, true},
+		{"CommandHelpStill", []string{"tickets", "--help"}, cli.ExitOK, "Usage: sluice tickets KEY", "", false},
 		{"VersionTakesNoArguments", []string{"version", "x"}, cli.ExitUsage, "", `version takes no arguments, got ["x"]`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -51,6 +57,22 @@ func TestCLI_UsageStreams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A bare sluice prints the commands, one line each, and where to read more: not every command's
+// every flag.
+func TestCLI_BareSummary(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(context.Background(), "")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Empty(t, out)
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	require.Equal(t, "sluice: a command is needed (run sluice help)", lines[len(lines)-1])
+	for _, c := range []string{"status", "limits", "pause", "resume", "tickets", "explain", "migrate", "serve", "version", "help"} {
+		require.Regexp(t, "(?m)^  "+c+" +[a-z]", errOut, "one line for %s", c)
+	}
+	require.NotContains(t, errOut, "--max-inflight-tokens", "no flags of a command")
+	require.Less(t, len(lines), 20, "short: %s", errOut)
 }
 
 // The usage names every flag of limits set, the input and output budgets included.
@@ -85,8 +107,10 @@ func TestCLI_Version(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := runCLI(context.Background(), "", "version")
 	require.Equal(t, cli.ExitOK, code, errOut)
-	require.Regexp(t, `^sluice \S+\n$`, out)
+	// A test binary is a build between releases: it names the last release and says where its
+	// changes are told.
+	require.Regexp(t, `^sluice v\d+\.\d+\.\d+\S*-dev\S* \(unreleased changes after v\d+\.\d+\.\d+\S*, see CHANGELOG\.md(; [^)]+)?\)\n$`, out)
 	code, out, _ = runCLI(context.Background(), "", "--json", "version")
 	require.Equal(t, cli.ExitOK, code)
-	require.Contains(t, out, `"version"`)
+	require.Regexp(t, `^\{"version":"v[^"]+-dev[^"]*","after_release":"v[^"]+"(,"\w+":[^,]+)*\}\n$`, out)
 }

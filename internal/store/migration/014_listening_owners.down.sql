@@ -1,0 +1,1 @@
+ALTER TABLE sluice_owner DROP COLUMN IF EXISTS listens;
