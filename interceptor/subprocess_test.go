@@ -716,7 +716,7 @@ func dialWorkerProcess(ctx context.Context, url, addr, appName string) (*pgxpool
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := client.Dial(client.Options{HostPort: addr, Logger: temporaltest.QuietLogger()})
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: temporaltest.QuietLogger(), RPCTimeout: temporaltest.RPCTimeout})
 	if err != nil {
 		pool.Close()
 		return nil, nil, nil, err

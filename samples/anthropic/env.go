@@ -54,7 +54,9 @@ func withEnv(ctx context.Context, dbURL string, pooler poolflags.Pooler, tempora
 	}
 	// The SDK's errors only, less the retried 429s (quietLogger): its info lines would bury the progress.
 	sdkLogger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: quietLogger{sdkLogger}})
+	// A minute per call rather than the SDK's 10 s: a busy machine's dev server can be slower to start
+	// the workflow than that, and the sample should wait, not fail.
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: quietLogger{sdkLogger}, RPCTimeout: time.Minute})
 	if err != nil {
 		return fmt.Errorf("connect to Temporal at -temporal %q: %w", temporalAddr, err)
 	}

@@ -289,7 +289,9 @@ func run(ctx context.Context, cfg Config, dbURL, temporalAddr string) (Result, e
 	}
 	// The SDK's errors only: its info lines would bury the report.
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: logger})
+	// A minute per call rather than the SDK's 10 s: a busy machine's dev server can be slower to start
+	// the workflow than that, and the sample should wait, not fail.
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: logger, RPCTimeout: time.Minute})
 	if err != nil {
 		return Result{}, fmt.Errorf("connect to Temporal at -temporal %q: %w", temporalAddr, err)
 	}

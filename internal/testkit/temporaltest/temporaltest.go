@@ -69,11 +69,15 @@ func Require(t testing.TB, s *Server) *Server {
 	return s
 }
 
+// RPCTimeout bounds each of a test client's calls, in place of the SDK's default of 10 s, which a dev
+// server on a busy 2-core machine can exceed: an outer bound only.
+const RPCTimeout = 2 * time.Minute
+
 // Client dials the server, closed at the end of the test. The client, and the workers built on it,
 // log to t.Log (see testenv.Logger): shown for a failing test only.
 func (s *Server) Client(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: TestLogger(t)})
+	c, err := client.Dial(client.Options{HostPort: s.Addr, Logger: TestLogger(t), RPCTimeout: RPCTimeout})
 	if err != nil {
 		t.Fatalf("temporaltest: dial: %v", err)
 	}

@@ -147,7 +147,8 @@ func run() error {
 	fmt.Printf("MIGRATED version=%d applied=%s\n", res.Version, strings.Join(applied, ","))
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := client.Dial(client.Options{HostPort: addr, Logger: sdklog.NewStructuredLogger(logger)})
+	// A busy machine's dev server may take longer than the SDK's default 10 s per call.
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: sdklog.NewStructuredLogger(logger), RPCTimeout: 2 * time.Minute})
 	if err != nil {
 		return err
 	}
