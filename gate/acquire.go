@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/internal/dispatcher"
 	"github.com/sluicehq/sluice/internal/store"
 	"github.com/sluicehq/sluice/throttle"
@@ -75,7 +74,7 @@ func (g *Gate) ticket(ctx context.Context, req AcquireRequest, info activity.Inf
 		if g.host.Prices == nil {
 			return store.EnqueueParams{}, nil, badField("model", fmt.Sprintf("%q", model), "the gate has no price table to price it")
 		}
-		money, err := admission.EstimateMoney(g.host.Prices, model, cost)
+		money, err := g.host.Prices.Estimate(model, cost)
 		if err != nil {
 			return store.EnqueueParams{}, nil, badField("model", fmt.Sprintf("%q", model), err.Error())
 		}

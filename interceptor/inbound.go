@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sluicehq/sluice/internal/admission"
 	"github.com/sluicehq/sluice/internal/dispatcher"
 	"github.com/sluicehq/sluice/internal/store"
 )
@@ -102,7 +101,7 @@ func (p *Plugin) ticketParams(ctx context.Context, route Route, ai ActivityInfo,
 	ep.Priority = cmp.Or(route.Priority, ai.Priority, temporalDefaultPriority)
 	if route.Model != "" && p.opts.Prices != nil {
 		// Validated at NewPlugin: the table prices the model; an estimate too large is the route's.
-		if ep.CostMoney, err = admission.EstimateMoney(p.opts.Prices, route.Model, cost); err != nil {
+		if ep.CostMoney, err = p.opts.Prices.Estimate(route.Model, cost); err != nil {
 			return store.EnqueueParams{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"sluice: Routes[%q]: the price of %d input and %d output tokens of %q: %v", name, cost.Input, cost.Output, route.Model, err),
 				"SluiceBadCost", nil)

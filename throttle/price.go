@@ -171,7 +171,8 @@ func (t PriceTable) Cost(model string, u Usage) (int64, error) {
 // of t's Currency: c.Input at the model's full Input price, as if nothing were read from a cache
 // (a reservation must not count on a cache hit), and c.Output at its Output price, rounded up to
 // the next micro-unit. Put it in Spend.Money beside c. It fails as Cost does, for an unknown model,
-// a negative figure or an overflow.
+// a negative figure or an overflow, and for an estimate over MaxAllowanceAmount, which no money
+// allowance could ever admit.
 func (t PriceTable) Estimate(model string, c Cost) (int64, error) {
 	p, err := t.price(model)
 	if err != nil {
@@ -188,6 +189,9 @@ func (t PriceTable) Estimate(model string, c Cost) (int64, error) {
 	m, ok := charge(c.Input, p.Input, 0, 0, c.Output, p.Output)
 	if !ok {
 		return 0, fmt.Errorf("throttle: estimate for %q of %+v overflows int64 micro-units", model, c)
+	}
+	if m > MaxAllowanceAmount {
+		return 0, fmt.Errorf("throttle: estimate for %q of %+v: %d micro-units, more than an allowance may hold (%d)", model, c, m, MaxAllowanceAmount)
 	}
 	return m, nil
 }

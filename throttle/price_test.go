@@ -207,9 +207,10 @@ func TestPriceTableEstimate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), got, "rounded up")
 
-	got, err = pt.Estimate("top", throttle.Cost{Input: 1e12, Output: 1e12})
+	// The largest estimate is what a money allowance may hold: one micro-unit more fails.
+	got, err = pt.Estimate("top", throttle.Cost{Input: 5e11, Output: 5e11})
 	require.NoError(t, err)
-	require.Equal(t, int64(2e18), got)
+	require.Equal(t, throttle.MaxAllowanceAmount, got)
 
 	for _, tc := range []struct {
 		model string
@@ -220,6 +221,7 @@ func TestPriceTableEstimate(t *testing.T) {
 		{"gpt-4o-mini", throttle.Cost{Input: 1, Output: -7}, "Cost.Output must not be negative, got -7"},
 		{"gpt-5", throttle.Cost{}, `unknown model "gpt-5": the table prices ["gpt-4o-mini" "top"]`},
 		{"top", throttle.Cost{Input: math.MaxInt64}, "overflows int64"},
+		{"top", throttle.Cost{Input: 5e11 + 1, Output: 5e11}, "1000000000001000000 micro-units, more than an allowance may hold (1000000000000000000)"},
 	} {
 		got, err := pt.Estimate(tc.model, tc.c)
 		require.ErrorContains(t, err, tc.want)
