@@ -85,9 +85,10 @@ func requireFleet(t *testing.T, f *fleetResult) {
 
 // TestMeasureConnections runs the connections figure's polling shape at a toy size: 4 replicas
 // through a real PgBouncer in transaction mode drain 200 tickets, every one completed exactly once
-// (a second completion fails the run), none left, Verify clean. It runs on a private cluster, so it
-// needs no TEST_DATABASE_URL; without the pgbouncer or Postgres binaries it skips, or fails when CI
-// is set.
+// (a second completion fails the run), none left, Verify clean; and River's shape beside it: 4
+// clients through the same kind of PgBouncer, PollOnly, drain 200 jobs. It runs on a private
+// cluster, so it needs no TEST_DATABASE_URL; without the pgbouncer or Postgres binaries it skips, or
+// fails when CI is set.
 func TestMeasureConnections(t *testing.T) {
 	if !bouncerInstalled() {
 		testenv.Skip(t, "no pgbouncer binary (Debian package pgbouncer)")
@@ -96,20 +97,31 @@ func TestMeasureConnections(t *testing.T) {
 	defer cancel()
 	res := &results{}
 	err := measureConnections(ctx, nil, config{claimBatch: 100, fleetPool: 2, connReplicas: 4, connTickets: 200,
-		connLines: []int{1}, connShapes: []string{connPooledPolling}}, res)
+		connLines: []int{1, 10}, connShapes: []string{connPooledPolling, connRiverPooled}}, res)
 	require.NoError(t, err)
 	f := res.Connections
 	require.NotNil(t, f)
 	if f.Skipped != "" {
 		testenv.Skip(t, "connections figure: "+f.Skipped)
 	}
-	require.Len(t, f.Runs, 1)
-	r := f.Runs[0]
-	require.Equal(t, r.Written, r.Completed, "left %v, errors %q", r.Left, r.Errors)
-	require.Empty(t, r.Left)
-	require.Empty(t, r.Verify)
-	require.Positive(t, r.AdmitP99Ms)
-	require.Positive(t, r.Connections)
-	require.LessOrEqual(t, r.Connections, connBouncerPool+4, "PgBouncer's server connections, the setup pools'")
-	require.Contains(t, f.markdown(), "| PgBouncer, polling (200 ms) | 4 | 1 | 200 / 200 | none | clean |")
+	require.Len(t, f.Runs, 3, "the polling shape at 1 and 10 lines, River once")
+	for _, r := range f.Runs[:2] {
+		require.False(t, r.River)
+		require.Equal(t, r.Written, r.Completed, "left %v, errors %q", r.Left, r.Errors)
+		require.Empty(t, r.Left)
+		require.Empty(t, r.Verify)
+		require.Positive(t, r.AdmitP99Ms)
+		require.Positive(t, r.Connections)
+		require.LessOrEqual(t, r.Connections, connBouncerPool+4, "PgBouncer's server connections, the setup pools'")
+	}
+	rv := f.Runs[2]
+	require.True(t, rv.River)
+	require.Equal(t, connShape{Name: connRiverPooled, Replicas: 4, Lines: 1}, rv.connShape)
+	require.Equal(t, 200, rv.Completed)
+	require.Positive(t, rv.PerSecond)
+	require.LessOrEqual(t, rv.Connections, connBouncerPool+4, "PgBouncer's server connections, the setup pools'")
+	md := f.markdown()
+	require.Contains(t, md, "| PgBouncer, polling (200 ms) | 4 | 1 | 200 / 200 | none | clean |")
+	require.Contains(t, md, "| PgBouncer, polling (200 ms) | 4 | 10 | 200 / 200 | none | clean |")
+	require.Contains(t, md, "| River: PgBouncer, PollOnly (fetch poll 20 ms) | 4 | - | 200 / 200 | - | - |")
 }

@@ -80,7 +80,7 @@ func measureEnqueue(ctx context.Context, e *env, c config, res *results) error {
 				return err
 			}
 			defer e.dropSchema(ctx, schema)
-			cl, err := riverClient(e.riverPool, schema, 0)
+			cl, err := riverClient(e.riverPool, schema, 0, false)
 			if err != nil {
 				return err
 			}

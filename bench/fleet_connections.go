@@ -41,6 +41,10 @@ const (
 	connPooledPolling = "pgbouncer-polling"
 	// connPooledListen: each pool through PgBouncer, and a listener on a direct connection.
 	connPooledListen = "pgbouncer-listen"
+	// connRiverPooled: River beside them, as many clients as replicas, each a pool through PgBouncer,
+	// PollOnly (River behind a transaction pooler) at its benchmark's fetch settings. River has one
+	// queue, not lines: it runs once, at the first line count.
+	connRiverPooled = "river-pgbouncer"
 )
 
 // connShape is one run's configuration of the connections figure.
@@ -103,9 +107,16 @@ func measureConnections(ctx context.Context, _ *env, c config, res *results) err
 			cr.BouncerSkipped = "no pgbouncer binary (Debian package pgbouncer)"
 			continue
 		}
-		for _, lines := range c.connLines {
+		for i, lines := range c.connLines {
 			s := connShape{Name: name, Replicas: c.connReplicas, Lines: lines}
-			r, err := connRunShape(ctx, fe, s, c.connTickets)
+			run := connRunShape
+			if name == connRiverPooled {
+				if i > 0 {
+					break
+				}
+				run = connRunRiver
+			}
+			r, err := run(ctx, fe, s, c.connTickets)
 			if err != nil {
 				return fmt.Errorf("%s, %d replicas, %d lines: %w", name, s.Replicas, lines, err)
 			}
@@ -159,6 +170,24 @@ func connRunShape(ctx context.Context, fe *fleetEnv, s connShape, n int) (connRu
 		return out, err
 	}
 	out.AdmitP50Ms, out.AdmitP99Ms = tally.admitLatency(run.start)
+	return out, nil
+}
+
+// connRunRiver drains n River jobs inserted beforehand with s.Replicas River clients through a
+// PgBouncer of the pooled shapes' size, PollOnly. River's figure has no admission latency, lines,
+// Verify or retried statements: those columns are blank.
+func connRunRiver(ctx context.Context, fe *fleetEnv, s connShape, n int) (connRun, error) {
+	out := connRun{connShape: s, Written: n, River: true}
+	b, err := pgbouncer.Run(fe.url, pgbouncer.Options{PoolSize: connBouncerPool})
+	if err != nil {
+		return out, err
+	}
+	defer b.Stop()
+	m, err := riverFleetVia(ctx, fe, s.Replicas, n, riverWiring{url: b.URL, pollOnly: true})
+	if err != nil {
+		return out, err
+	}
+	out.Completed, out.Seconds, out.PerSecond, out.Connections, out.LoadAverage = n, m.Seconds, m.PerSecond, m.Connections, m.LoadAverage
 	return out, nil
 }
 

@@ -23,8 +23,11 @@ type connectionsResult struct {
 // connRun is one run of the connections figure.
 type connRun struct {
 	connShape
-	Written   int `json:"written"`
-	Completed int `json:"completed"` // each exactly once: a second completion would fail the run
+	// River says the run is River's (connRiverPooled): it has no lines, admission latency, Verify
+	// or retried statements.
+	River     bool `json:"river,omitempty"`
+	Written   int  `json:"written"`
+	Completed int  `json:"completed"` // each exactly once: a second completion would fail the run
 	// Left is the tickets not finished, by state; Verify the queue's invariants violated after the run.
 	Left       map[string]int `json:"left,omitempty"`
 	Verify     []string       `json:"verify,omitempty"`
@@ -77,6 +80,8 @@ func shapeTitle(name string) string {
 		return "PgBouncer, polling (200 ms)"
 	case connPooledListen:
 		return "PgBouncer, listeners direct"
+	case connRiverPooled:
+		return "River: PgBouncer, PollOnly (fetch poll 20 ms)"
 	}
 	return name
 }
@@ -99,6 +104,11 @@ func (f *connectionsResult) markdown() string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	var errs []string
 	for _, r := range f.Runs {
+		if r.River {
+			fmt.Fprintf(&b, "| %s | %d | - | %d / %d | - | - | %.0f | - | %d | - | %.1f |\n",
+				shapeTitle(r.Name), r.Replicas, r.Completed, r.Written, r.PerSecond, r.Connections, r.LoadAverage[0])
+			continue
+		}
 		verify := "clean"
 		if len(r.Verify) > 0 {
 			verify = fmt.Sprintf("**%d problems**", len(r.Verify))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -12,11 +13,23 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// riverWiring is how River's clients reach Postgres: through url (the private cluster's when empty),
+// and, when pollOnly, without LISTEN, as River runs behind a transaction pooler (its PollOnly).
+type riverWiring struct {
+	url      string
+	pollOnly bool
+}
+
 // riverFleet drains n noop jobs inserted beforehand with clients River clients, each on a pool of its
 // own of the replicas' size (River's listener holds one of its connections), started together once
 // all are connected, until every job's completion is recorded (River sends the completed event once
 // its completer has written the batch).
 func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, error) {
+	return riverFleetVia(ctx, fe, clients, n, riverWiring{})
+}
+
+// riverFleetVia is riverFleet with the clients wired as w says; the jobs are inserted directly.
+func riverFleetVia(ctx context.Context, fe *fleetEnv, clients, n int, w riverWiring) (fleetRun, error) {
 	e := fe.env
 	if err := fe.checkpoint(ctx); err != nil {
 		return fleetRun{}, err
@@ -26,7 +39,7 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 		return fleetRun{}, err
 	}
 	defer e.dropSchema(ctx, schema)
-	inserter, err := riverClient(e.riverPool, schema, 0)
+	inserter, err := riverClient(e.riverPool, schema, 0, false)
 	if err != nil {
 		return fleetRun{}, err
 	}
@@ -37,7 +50,7 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 	if _, err := e.riverPool.Exec(ctx, `ANALYZE `+schema+`.river_job`); err != nil {
 		return fleetRun{}, err
 	}
-	pools, err := riverPools(ctx, fe, clients)
+	pools, err := riverPools(ctx, fe, clients, cmp.Or(w.url, fe.url))
 	defer func() {
 		for _, p := range pools {
 			p.Close()
@@ -50,7 +63,7 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 	all := make(chan struct{})
 	cs := make([]*river.Client[pgxTx], len(pools))
 	for i, pool := range pools {
-		if cs[i], err = riverClient(pool, schema, riverWorkers); err != nil {
+		if cs[i], err = riverClient(pool, schema, riverWorkers, w.pollOnly); err != nil {
 			return fleetRun{}, err
 		}
 		// A buffer for every job: River drops the events a full buffer cannot take.
@@ -64,7 +77,11 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 			}
 		}()
 	}
-	m, err := fe.begin(ctx, "river-fleet", fe.riverCount)
+	app := "river-fleet"
+	if w.url != "" {
+		app = "" // through a pooler the server connections are the pooler's: count every one, as for Sluice
+	}
+	m, err := fe.begin(ctx, app, fe.riverCount)
 	if err != nil {
 		return fleetRun{}, err
 	}
@@ -88,15 +105,15 @@ func riverFleet(ctx context.Context, fe *fleetEnv, clients, n int) (fleetRun, er
 	return out, nil
 }
 
-// riverPools opens clients pools of the fleet's size, every connection open, a few at a time; on
-// error it returns those it made, for the caller to close.
-func riverPools(ctx context.Context, fe *fleetEnv, clients int) ([]*pgxpool.Pool, error) {
+// riverPools opens clients pools of the fleet's size to url, every connection open, a few at a time;
+// on error it returns those it made, for the caller to close.
+func riverPools(ctx context.Context, fe *fleetEnv, clients int, url string) ([]*pgxpool.Pool, error) {
 	pools := make([]*pgxpool.Pool, clients)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for i := range pools {
 		g.Go(func() error {
-			p, err := fleetPool(gctx, fe.url, fe.poolSize, 0, "river-fleet", fe.riverCount)
+			p, err := fleetPool(gctx, url, fe.poolSize, 0, "river-fleet", fe.riverCount)
 			if err != nil {
 				return err
 			}

@@ -71,11 +71,13 @@ func sluiceLimits(ctx context.Context, q *store.Queue, keys int) error {
 	return q.UpsertLimits(ctx, ls...)
 }
 
-// riverClient returns a River client on schema over pool; with workers > 0 it works the default queue.
-func riverClient(pool *pgxpool.Pool, schema string, workers int) (*river.Client[pgxTx], error) {
+// riverClient returns a River client on schema over pool; with workers > 0 it works the default queue,
+// and with pollOnly it polls for jobs rather than listening for them.
+func riverClient(pool *pgxpool.Pool, schema string, workers int, pollOnly bool) (*river.Client[pgxTx], error) {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, noopWorker{})
-	cfg := &river.Config{Schema: schema, Workers: ws, Logger: slog.New(slog.DiscardHandler)}
+	// PollOnly: River without LISTEN, as it must run behind a transaction pooler.
+	cfg := &river.Config{Schema: schema, Workers: ws, Logger: slog.New(slog.DiscardHandler), PollOnly: pollOnly}
 	if workers > 0 {
 		// River's own benchmark's settings (cmd/river/riverbench): River at its fastest. With its
 		// defaults (100 workers, a fetch cooldown of 100 ms) one client stops at 1,000 jobs/s.
