@@ -26,7 +26,7 @@ func (r *replica) takeLoop(ctx context.Context) {
 			}
 			ts, err = r.q.RunningTickets(ctx, r.owner, ids)
 			st.reads.Add(1)
-			if err != nil {
+			if err != nil && ctx.Err() == nil { // one cut short by the run's end is no failure
 				st.failedTakes.Add(1)
 				r.tally.fail("read", err)
 			}
@@ -34,7 +34,7 @@ func (r *replica) takeLoop(ctx context.Context) {
 		if woken || !missed && len(ids) == 0 {
 			taken, err = r.q.TakeAdmitted(ctx, r.owner, r.batch)
 			st.takes.Add(1)
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				st.failedTakes.Add(1)
 				r.tally.fail("take", err)
 			}
