@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ClaimAdoptingAhead runs a claim of p whose page read ahead (see Queue.readAhead) came from line rather
@@ -60,4 +63,28 @@ func StoreClaim(ctx context.Context, q *Queue, owner string, admitted, expired, 
 		c.tx.rollback(ctx)
 	}
 	return err
+}
+
+// AnalyzeTickets takes the planner's statistics of q's ticket table as it stands.
+func AnalyzeTickets(ctx context.Context, q *Queue) error {
+	_, err := q.pool.Exec(ctx, q.s(`ANALYZE {s}.sluice_ticket`))
+	return err
+}
+
+// ExplainComplete returns the plan of the statement CompleteMany runs for tickets ids (delivered
+// completions that report no usage), without running it.
+func ExplainComplete(ctx context.Context, q *Queue, ids []int64) (string, error) {
+	n := len(ids)
+	actual, output, money := make([]int64, n), make([]int64, n), make([]int64, n)
+	kinds, outcomes, delivered := make([]string, n), make([][]byte, n), make([]bool, n)
+	for i := range ids {
+		actual[i], kinds[i], delivered[i] = -1, OutcomeCompleted, true
+	}
+	rows, err := q.pool.Query(ctx, `EXPLAIN `+q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
+		NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output, money, delivered)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
 }
