@@ -83,12 +83,14 @@ func requireFleet(t *testing.T, f *fleetResult) {
 	}
 }
 
-// TestMeasureConnections runs the connections figure's polling shape at a toy size: 4 replicas
-// through a real PgBouncer in transaction mode drain 200 tickets, every one completed exactly once
-// (a second completion fails the run), none left, Verify clean; and River's shape beside it: 4
-// clients through the same kind of PgBouncer, PollOnly, drain 200 jobs. It runs on a private
-// cluster, so it needs no TEST_DATABASE_URL; without the pgbouncer or Postgres binaries it skips, or
-// fails when CI is set.
+// TestMeasureConnections runs the connections figure's polling shape at a toy size: 16 replicas
+// through a real PgBouncer in transaction mode drain 200 tickets over 1 and over 10 lines, every one
+// completed exactly once (a second completion fails the run), none left, Verify clean; and River's
+// two shapes beside it: 16 clients through the same kind of PgBouncer, PollOnly, drain 200 jobs.
+// 16 clients' pools of 2 would open 32 connections directly: PgBouncer's 20 (and the setup pools')
+// bound them, so the bound shows every shape went through it. It runs on a private cluster, so it
+// needs no TEST_DATABASE_URL; without the pgbouncer or Postgres binaries it skips, or fails when CI
+// is set.
 func TestMeasureConnections(t *testing.T) {
 	if !bouncerInstalled() {
 		testenv.Skip(t, "no pgbouncer binary (Debian package pgbouncer)")
@@ -96,32 +98,35 @@ func TestMeasureConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // an outer bound only
 	defer cancel()
 	res := &results{}
-	err := measureConnections(ctx, nil, config{claimBatch: 100, fleetPool: 2, connReplicas: 4, connTickets: 200,
-		connLines: []int{1, 10}, connShapes: []string{connPooledPolling, connRiverPooled}}, res)
+	err := measureConnections(ctx, nil, config{claimBatch: 100, fleetPool: 2, connReplicas: 16, connTickets: 200,
+		connLines: []int{1, 10}, connShapes: []string{connPooledPolling, connRiverPooled, connRiverPooledDefaults}}, res)
 	require.NoError(t, err)
 	f := res.Connections
 	require.NotNil(t, f)
 	if f.Skipped != "" {
 		testenv.Skip(t, "connections figure: "+f.Skipped)
 	}
-	require.Len(t, f.Runs, 3, "the polling shape at 1 and 10 lines, River once")
+	require.Len(t, f.Runs, 4, "the polling shape at 1 and 10 lines, each River shape once")
+	for _, r := range f.Runs {
+		require.LessOrEqual(t, r.Connections, connBouncerPool+4, "%s: PgBouncer's server connections, the setup pools'", r.Name)
+		require.Positive(t, r.Connections)
+		require.Equal(t, r.Written, r.Completed, "%s: left %v, errors %q", r.Name, r.Left, r.Errors)
+	}
 	for _, r := range f.Runs[:2] {
 		require.False(t, r.River)
-		require.Equal(t, r.Written, r.Completed, "left %v, errors %q", r.Left, r.Errors)
 		require.Empty(t, r.Left)
 		require.Empty(t, r.Verify)
 		require.Positive(t, r.AdmitP99Ms)
-		require.Positive(t, r.Connections)
-		require.LessOrEqual(t, r.Connections, connBouncerPool+4, "PgBouncer's server connections, the setup pools'")
 	}
-	rv := f.Runs[2]
-	require.True(t, rv.River)
-	require.Equal(t, connShape{Name: connRiverPooled, Replicas: 4, Lines: 1}, rv.connShape)
-	require.Equal(t, 200, rv.Completed)
-	require.Positive(t, rv.PerSecond)
-	require.LessOrEqual(t, rv.Connections, connBouncerPool+4, "PgBouncer's server connections, the setup pools'")
+	for i, name := range []string{connRiverPooled, connRiverPooledDefaults} {
+		rv := f.Runs[2+i]
+		require.True(t, rv.River)
+		require.Equal(t, connShape{Name: name, Replicas: 16, Lines: 1}, rv.connShape)
+		require.Equal(t, 200, rv.Completed, "counted from River's completed events")
+	}
 	md := f.markdown()
-	require.Contains(t, md, "| PgBouncer, polling (200 ms) | 4 | 1 | 200 / 200 | none | clean |")
-	require.Contains(t, md, "| PgBouncer, polling (200 ms) | 4 | 10 | 200 / 200 | none | clean |")
-	require.Contains(t, md, "| River: PgBouncer, PollOnly (fetch poll 20 ms) | 4 | - | 200 / 200 | - | - |")
+	require.Contains(t, md, "| PgBouncer, polling (200 ms) | 16 | 1 | 200 / 200 | none | clean |")
+	require.Contains(t, md, "| PgBouncer, polling (200 ms) | 16 | 10 | 200 / 200 | none | clean |")
+	require.Contains(t, md, "| River: PgBouncer, PollOnly, benchmark settings (fetch poll 20 ms) | 16 | - | 200 / 200 | - | - |")
+	require.Contains(t, md, "| River: PgBouncer, PollOnly, defaults (fetch poll 1 s) | 16 | - | 200 / 200 | - | - |")
 }

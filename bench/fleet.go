@@ -33,6 +33,10 @@ type fleetRun struct {
 	WALPerTicket        float64 `json:"wal_bytes_per_ticket"`
 	WALEnqueuePerTicket float64 `json:"wal_enqueue_bytes_per_ticket"`
 
+	// completed is how many tickets (jobs) the run completed: all but for an incomplete River run
+	// (errRiverIncomplete). Not reported: the tables give written and completed where they differ.
+	completed int64
+
 	// Sluice only. AdmitP50Ms and AdmitP99Ms: admitted_at - greatest(enqueued_at, start).
 	AdmitP50Ms float64 `json:"admit_p50_ms,omitempty"`
 	AdmitP99Ms float64 `json:"admit_p99_ms,omitempty"`

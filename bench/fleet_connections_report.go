@@ -81,7 +81,9 @@ func shapeTitle(name string) string {
 	case connPooledListen:
 		return "PgBouncer, listeners direct"
 	case connRiverPooled:
-		return "River: PgBouncer, PollOnly (fetch poll 20 ms)"
+		return "River: PgBouncer, PollOnly, benchmark settings (fetch poll 20 ms)"
+	case connRiverPooledDefaults:
+		return "River: PgBouncer, PollOnly, defaults (fetch poll 1 s)"
 	}
 	return name
 }
@@ -105,8 +107,12 @@ func (f *connectionsResult) markdown() string {
 	var errs []string
 	for _, r := range f.Runs {
 		if r.River {
-			fmt.Fprintf(&b, "| %s | %d | - | %d / %d | - | - | %.0f | - | %d | - | %.1f |\n",
-				shapeTitle(r.Name), r.Replicas, r.Completed, r.Written, r.PerSecond, r.Connections, r.LoadAverage[0])
+			done := fmt.Sprintf("%d / %d", r.Completed, r.Written)
+			if r.Completed != r.Written {
+				done = "**" + done + "**"
+			}
+			fmt.Fprintf(&b, "| %s | %d | - | %s | - | - | %.0f | - | %d | - | %.1f |\n",
+				shapeTitle(r.Name), r.Replicas, done, r.PerSecond, r.Connections, r.LoadAverage[0])
 			continue
 		}
 		verify := "clean"

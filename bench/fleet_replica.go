@@ -45,9 +45,9 @@ type replica struct {
 	// handed holds every ticket handed to the completer, kept after its completion: a read of the
 	// owner's running tickets that began before a completion committed returns that ticket again, and
 	// it must not run twice (the dispatcher's registry no longer finds a completed invocation, and
-	// gives such a ticket back, which finds nothing).
-	handed map[int64]bool
-	twice  error         // a claim or a take handed over a ticket again: completeLoop fails the run with it
+	// gives such a ticket back, which finds nothing); with what handed it first (see finished).
+	handed map[int64]handedHow
+	twice  error         // a claim or a take handed over a ticket again: the run fails with it
 	wake   chan struct{} // cap 1: the completer has work
 }
 
@@ -106,7 +106,7 @@ func openReplica(ctx context.Context, c replicaConfig) (*replica, error) {
 	logger := slog.New(&listenFailures{tally: c.tally})
 	return &replica{owner: c.owner, pool: pool, q: q, notifier: q.NewNotifier(logger).WithListen(c.listen),
 		batch: c.batch, tally: c.tally, poll: cmp.Or(c.poll, pollEvery), tolerant: c.tolerant, listens: !c.listen.Off,
-		stopNotifier: func() {}, handed: map[int64]bool{}, wake: make(chan struct{}, 1)}, nil
+		stopNotifier: func() {}, handed: map[int64]handedHow{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // startNotifier runs the replica's notifier until close.
@@ -175,7 +175,12 @@ func (r *replica) run(ctx context.Context) error {
 	g.Go(func() error { r.claimLoop(gctx); return nil })
 	g.Go(func() error { r.takeLoop(gctx); return nil })
 	g.Go(func() error { return r.completeLoop(gctx) })
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.twice // raised after the completer had ended
 }
 
 // claimLoop is internal/dispatcher's Claimer.loop: claim a batch as this owner (its own tickets come
@@ -221,21 +226,26 @@ func (r *replica) claimLoop(ctx context.Context) {
 
 // finished hands runs that returned to the completer, never blocking the caller (the dispatcher's
 // runs each wait in their own goroutine). read says ts came from a read of the owner's running
-// tickets, which returns those under way, or completed since the read began, too: those are skipped.
-// A claim or a take moves each ticket it returns, so one that returns a ticket handed over before
-// admitted it twice, and ends the run (completeLoop returns twice).
+// tickets, which returns those under way, or completed since the read began, or that this replica's
+// own claim has just moved to running and not yet handed over: a read hands over only what nothing
+// handed before. A claim or a take moves each ticket it returns, so one that returns a ticket another
+// claim or take handed over admitted it twice, and ends the run (completeLoop returns twice).
 func (r *replica) finished(ts []store.Ticket, read bool) {
 	if len(ts) == 0 {
 		return
 	}
 	r.mu.Lock()
 	for _, t := range ts {
+		by, seen := r.handed[t.ID]
 		switch {
-		case !r.handed[t.ID]:
-			r.handed[t.ID] = true
+		case !seen:
+			r.handed[t.ID] = handedBy(read)
 			r.pending = append(r.pending, t)
-		case !read && r.twice == nil:
+		case read:
+		case by == handedByMove && r.twice == nil:
 			r.twice = fmt.Errorf("%s: ticket %d was handed over twice by a claim or a take (admitted twice)", r.owner, t.ID)
+		default:
+			r.handed[t.ID] = handedByMove // a read handed it first; this is the move that admitted it
 		}
 	}
 	r.mu.Unlock()
@@ -243,6 +253,22 @@ func (r *replica) finished(ts []store.Ticket, read bool) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+}
+
+// handedHow is what handed a ticket to the completer first.
+type handedHow uint8
+
+const (
+	handedByRead handedHow = iota + 1 // a read of the owner's running tickets
+	handedByMove                      // a claim or a take, which moved it
+)
+
+// handedBy is handedByRead for a read, handedByMove for a claim or a take.
+func handedBy(read bool) handedHow {
+	if read {
+		return handedByRead
+	}
+	return handedByMove
 }
 
 // requeue puts runs whose completion failed back in front of the pending ones.

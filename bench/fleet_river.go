@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,12 +14,20 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// riverWiring is how River's clients reach Postgres: through url (the private cluster's when empty),
-// and, when pollOnly, without LISTEN, as River runs behind a transaction pooler (its PollOnly).
+// riverWiring is how River's clients reach Postgres and work: through url (the private cluster's
+// when empty); when pollOnly, without LISTEN, as River runs behind a transaction pooler (its
+// PollOnly); with River's own defaults (100 workers, fetch cooldown 100 ms, fetch poll 1 s) when
+// defaults, else its benchmark's settings (riverClient); bounded by timeout (fleetTimeout when 0).
 type riverWiring struct {
 	url      string
 	pollOnly bool
+	defaults bool
+	timeout  time.Duration
 }
+
+// errRiverIncomplete marks a River run that did not complete its jobs in time: fleetRun.completed
+// says how many it did.
+var errRiverIncomplete = errors.New("river fleet: incomplete")
 
 // riverFleet drains n noop jobs inserted beforehand with clients River clients, each on a pool of its
 // own of the replicas' size (River's listener holds one of its connections), started together once
@@ -63,7 +72,7 @@ func riverFleetVia(ctx context.Context, fe *fleetEnv, clients, n int, w riverWir
 	all := make(chan struct{})
 	cs := make([]*river.Client[pgxTx], len(pools))
 	for i, pool := range pools {
-		if cs[i], err = riverClient(pool, schema, riverWorkers, w.pollOnly); err != nil {
+		if cs[i], err = riverClientWith(pool, schema, riverWorkers, w.pollOnly, w.defaults); err != nil {
 			return fleetRun{}, err
 		}
 		// A buffer for every job: River drops the events a full buffer cannot take.
@@ -92,15 +101,16 @@ func riverFleetVia(ctx context.Context, fe *fleetEnv, clients, n int, w riverWir
 			return fleetRun{}, err
 		}
 	}
+	timeout := cmp.Or(w.timeout, fleetTimeout)
 	select {
 	case <-all:
-	case <-time.After(fleetTimeout):
+	case <-time.After(timeout):
 	}
 	out := m.end(n)
 	out.WALEnqueuePerTicket = walEnqueue
 	stopRiver(cs)
-	if got := done.Load(); got < int64(n) {
-		return out, fmt.Errorf("river fleet: %d of %d jobs completed in %s", got, n, fleetTimeout)
+	if out.completed = min(done.Load(), int64(n)); out.completed < int64(n) {
+		return out, fmt.Errorf("%w: %d of %d jobs completed in %s", errRiverIncomplete, out.completed, n, timeout)
 	}
 	return out, nil
 }

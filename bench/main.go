@@ -70,7 +70,7 @@ func main() {
 	flag.IntVar(&c.connReplicas, "conn-replicas", 128, "the connections figure's replicas")
 	flag.IntVar(&c.connTickets, "conn-tickets", 0, "tickets per connections run (default 5000; -short 2000)")
 	connLines := flag.String("conn-lines", "", "the connections figure's line counts (default 1,1000; -short 1)")
-	shapes := flag.String("conn-shapes", "direct,direct-idle,pgbouncer-polling,pgbouncer-listen,river-pgbouncer", "the connections figure's shapes")
+	shapes := flag.String("conn-shapes", "direct,direct-idle,pgbouncer-polling,pgbouncer-listen,river-pgbouncer,river-pgbouncer-defaults", "the connections figure's shapes")
 	flag.Parse()
 	if c.database == "" {
 		c.database = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"

@@ -74,11 +74,25 @@ func sluiceLimits(ctx context.Context, q *store.Queue, keys int) error {
 // riverClient returns a River client on schema over pool; with workers > 0 it works the default queue,
 // and with pollOnly it polls for jobs rather than listening for them.
 func riverClient(pool *pgxpool.Pool, schema string, workers int, pollOnly bool) (*river.Client[pgxTx], error) {
+	return riverClientWith(pool, schema, workers, pollOnly, false)
+}
+
+// riverDefaultWorkers is the MaxWorkers of River's documented examples, with which riverClientWith's
+// defaults run.
+const riverDefaultWorkers = 100
+
+// riverClientWith is riverClient, with River's own defaults when defaults (riverDefaultWorkers
+// workers, its default fetch cooldown of 100 ms and fetch poll of 1 s) in place of its benchmark's
+// settings and workers.
+func riverClientWith(pool *pgxpool.Pool, schema string, workers int, pollOnly, defaults bool) (*river.Client[pgxTx], error) {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, noopWorker{})
 	// PollOnly: River without LISTEN, as it must run behind a transaction pooler.
 	cfg := &river.Config{Schema: schema, Workers: ws, Logger: slog.New(slog.DiscardHandler), PollOnly: pollOnly}
-	if workers > 0 {
+	switch {
+	case workers > 0 && defaults:
+		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: riverDefaultWorkers}}
+	case workers > 0:
 		// River's own benchmark's settings (cmd/river/riverbench): River at its fastest. With its
 		// defaults (100 workers, a fetch cooldown of 100 ms) one client stops at 1,000 jobs/s.
 		cfg.FetchCooldown, cfg.FetchPollInterval = 2*time.Millisecond, 20*time.Millisecond

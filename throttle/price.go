@@ -191,7 +191,7 @@ func (t PriceTable) Estimate(model string, c Cost) (int64, error) {
 		return 0, fmt.Errorf("throttle: estimate for %q of %+v overflows int64 micro-units", model, c)
 	}
 	if m > MaxAllowanceAmount {
-		return 0, fmt.Errorf("throttle: estimate for %q of %+v: %d micro-units, more than an allowance may hold (%d)", model, c, m, MaxAllowanceAmount)
+		return 0, fmt.Errorf("throttle: estimate for %q: %d micro-units, more than an allowance may hold (%d)", model, m, MaxAllowanceAmount)
 	}
 	return m, nil
 }

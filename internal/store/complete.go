@@ -71,24 +71,9 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 	if len(ps) > MaxCompleteBatch {
 		return nil, fmt.Errorf("sluice: complete: at most %d runs at once, got %d", MaxCompleteBatch, len(ps))
 	}
-	index := make(map[int64]int, len(ps))
-	ids, actual, output, money := make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps)), make([]int64, len(ps))
-	kinds, outcomes, delivered := make([]string, len(ps)), make([][]byte, len(ps)), make([]bool, len(ps))
-	// The statement locks the tickets in the order it is given them: ID order (see completeSQL).
-	byID := make([]int, len(ps))
-	for i := range byID {
-		byID[i] = i
-	}
-	slices.SortFunc(byID, func(a, b int) int { return cmp.Compare(ps[a].TicketID, ps[b].TicketID) })
-	for i, at := range byID {
-		p := ps[at]
-		if _, dup := index[p.TicketID]; dup {
-			return nil, fmt.Errorf("sluice: complete: ticket %d is given twice", p.TicketID)
-		}
-		index[p.TicketID] = at
-		s := completeUsage(p)
-		ids[i], actual[i], output[i], money[i], kinds[i], outcomes[i] = p.TicketID, s.total, s.output, s.money, p.OutcomeKind, p.Outcome
-		delivered[i] = p.Delivered && p.OutcomeKind != OutcomeHandedBack
+	c, err := completeColumns(ps)
+	if err != nil {
+		return nil, err
 	}
 	found := make([]bool, len(ps))
 	if len(ps) == 0 {
@@ -97,10 +82,10 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 	// An explicit transaction, though the work is one statement: a statement cancelled after the
 	// server ran it on its own would have committed while its caller heard an error, and a
 	// completion answered as failed must not be recorded.
-	err := InTx(ctx, q.pool, func(tx pgx.Tx) error {
+	err = InTx(ctx, q.pool, func(tx pgx.Tx) error {
 		clear(found)
-		rows, err := tx.Query(ctx, q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
-			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output, money, delivered)
+		rows, err := tx.Query(ctx, q.s(completeSQL), c.ids, c.actual, c.kinds, c.outcomes, q.nowArg(),
+			NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", c.output, c.money, c.delivered)
 		if err != nil {
 			return err
 		}
@@ -110,7 +95,7 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 			if err := rows.Scan(&id); err != nil {
 				return err
 			}
-			found[index[id]] = true
+			found[c.index[id]] = true
 		}
 		return rows.Err()
 	})
@@ -118,6 +103,39 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 		return nil, fmt.Errorf("sluice: complete %d runs: %w", len(ps), err)
 	}
 	return found, nil
+}
+
+// completeCols are CompleteMany's runs as completeSQL's array parameters, sorted by ticket ID (the
+// order the statement locks them in), and index, each ticket's position in the runs as given.
+type completeCols struct {
+	ids, actual, output, money []int64
+	kinds                      []string
+	outcomes                   [][]byte
+	delivered                  []bool
+	index                      map[int64]int
+}
+
+// completeColumns turns ps into completeSQL's columns, refusing a ticket given twice.
+func completeColumns(ps []CompleteParams) (completeCols, error) {
+	n := len(ps)
+	c := completeCols{ids: make([]int64, n), actual: make([]int64, n), output: make([]int64, n), money: make([]int64, n),
+		kinds: make([]string, n), outcomes: make([][]byte, n), delivered: make([]bool, n), index: make(map[int64]int, n)}
+	byID := make([]int, n)
+	for i := range byID {
+		byID[i] = i
+	}
+	slices.SortFunc(byID, func(a, b int) int { return cmp.Compare(ps[a].TicketID, ps[b].TicketID) })
+	for i, at := range byID {
+		p := ps[at]
+		if _, dup := c.index[p.TicketID]; dup {
+			return completeCols{}, fmt.Errorf("sluice: complete: ticket %d is given twice", p.TicketID)
+		}
+		c.index[p.TicketID] = at
+		u := completeUsage(p)
+		c.ids[i], c.actual[i], c.output[i], c.money[i], c.kinds[i], c.outcomes[i] = p.TicketID, u.total, u.output, u.money, p.OutcomeKind, p.Outcome
+		c.delivered[i] = p.Delivered && p.OutcomeKind != OutcomeHandedBack
+	}
+	return c, nil
 }
 
 // completeSQL completes a batch of runs: $1 the ticket IDs, $2 the usage each reported (negative:
@@ -132,8 +150,8 @@ func (q *Queue) CompleteMany(ctx context.Context, ps []CompleteParams) ([]bool, 
 // does, so that two of them cannot deadlock: CompleteMany sends the runs sorted by ticket ID, and
 // each is locked in its turn as unnest returns them, in the arrays' order.
 //
-// Each ticket is found by a probe of the primary key, in a LATERAL subquery that OFFSET 0 keeps the
-// planner from merging into a join (a queued ticket, put back in line, is neither locked nor waited
+// Each ticket is found by a probe of the primary key, in a LATERAL subquery that its FOR UPDATE (and,
+// should that change, OFFSET 0) keeps the planner from merging into a join (a queued ticket, put back in line, is neither locked nor waited
 // for; the state is tested again on the locked row, the latest version, after any wait for its
 // lock). As a join, with statistics taken while every ticket was queued, the planner estimated one
 // row for "state <> 'queued'" and scanned the whole table, reading the input once per row it found:

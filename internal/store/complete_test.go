@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,7 +142,13 @@ func TestQueue_CompleteManyProbesEachTicket(t *testing.T) {
 	for i, tk := range admitted[:100] {
 		cs[len(cs)-1-i] = store.CompleteParams{TicketID: tk.ID, ActualCost: -1, OutcomeKind: store.OutcomeCompleted, Delivered: true}
 	}
-	found, err := q.CompleteMany(ctx, cs) // in reverse: CompleteMany locks them in ID order
+	order, index, err := store.CompleteOrder(cs)
+	require.NoError(t, err)
+	require.True(t, slices.IsSorted(order), "the statement locks the tickets in ID order: %v", order)
+	for id, at := range index {
+		require.Equal(t, id, cs[at].TicketID, "each ticket's position in the runs as given")
+	}
+	found, err := q.CompleteMany(ctx, cs)
 	require.NoError(t, err)
 	require.NotContains(t, found, false)
 	requireHealthy(t, q)

@@ -74,17 +74,26 @@ func AnalyzeTickets(ctx context.Context, q *Queue) error {
 // ExplainComplete returns the plan of the statement CompleteMany runs for tickets ids (delivered
 // completions that report no usage), without running it.
 func ExplainComplete(ctx context.Context, q *Queue, ids []int64) (string, error) {
-	n := len(ids)
-	actual, output, money := make([]int64, n), make([]int64, n), make([]int64, n)
-	kinds, outcomes, delivered := make([]string, n), make([][]byte, n), make([]bool, n)
-	for i := range ids {
-		actual[i], kinds[i], delivered[i] = -1, OutcomeCompleted, true
+	ps := make([]CompleteParams, len(ids))
+	for i, id := range ids {
+		ps[i] = CompleteParams{TicketID: id, ActualCost: -1, OutcomeKind: OutcomeCompleted, Delivered: true}
 	}
-	rows, err := q.pool.Query(ctx, `EXPLAIN `+q.s(completeSQL), ids, actual, kinds, outcomes, q.nowArg(),
-		NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", output, money, delivered)
+	c, err := completeColumns(ps)
+	if err != nil {
+		return "", err
+	}
+	rows, err := q.pool.Query(ctx, `EXPLAIN `+q.s(completeSQL), c.ids, c.actual, c.kinds, c.outcomes, q.nowArg(),
+		NotifyChannel, q.opts.Schema+"|"+kindReleased+"|", c.output, c.money, c.delivered)
 	if err != nil {
 		return "", err
 	}
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return strings.Join(lines, "\n"), err
+}
+
+// CompleteOrder returns the ticket IDs of ps in the order CompleteMany's statement locks them, and
+// each one's position in ps.
+func CompleteOrder(ps []CompleteParams) ([]int64, map[int64]int, error) {
+	c, err := completeColumns(ps)
+	return c.ids, c.index, err
 }
