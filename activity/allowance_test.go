@@ -9,23 +9,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
+	"github.com/sluicehq/sluice/internal/testkit/v010"
 	"github.com/sluicehq/sluice/throttle"
 )
-
-// allowanceSpentV010 is AllowanceSpent as 0.1.0 declared it: a workflow compiled against 0.1.0
-// decodes the detail into it.
-type allowanceSpentV010 struct {
-	Limit       string         `json:"limit"`
-	Allowance   string         `json:"allowance"`
-	Meter       throttle.Meter `json:"meter"`
-	Currency    string         `json:"currency,omitempty"`
-	Used        int64          `json:"used"`
-	Amount      int64          `json:"amount"`
-	Needs       int64          `json:"needs"`
-	ResetAt     time.Time      `json:"reset_at,omitzero"`
-	WindowStart time.Time      `json:"window_start,omitzero"`
-	WindowEnd   time.Time      `json:"window_end,omitzero"`
-}
 
 // viaTemporal is err as a workflow receives it: through Temporal's failure converter, its detail
 // encoded as a payload and decoded on demand.
@@ -61,15 +47,15 @@ func TestNewAllowanceSpentError(t *testing.T) {
 		t.Parallel()
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr)
-		var old allowanceSpentV010
+		var old v010.AllowanceSpent
 		require.NoError(t, appErr.Details(&old))
-		require.Equal(t, allowanceSpentV010{Limit: "tenant:team", Allowance: "usd=5.00/day@America/Los_Angeles", Meter: throttle.MeterMoney,
+		require.Equal(t, v010.AllowanceSpent{Limit: "tenant:team", Allowance: "usd=5.00/day@America/Los_Angeles", Meter: throttle.MeterMoney,
 			Currency: "USD", Used: 4_950_000, Amount: 5_000_000, Needs: 85_000, ResetAt: reset, WindowStart: start, WindowEnd: reset}, old)
 	})
 
 	t.Run("ReadsTheDetailAReplicaOf010Sent", func(t *testing.T) {
 		t.Parallel()
-		old := allowanceSpentV010{Limit: "tenant:team", Allowance: "usd=5.00/day@America/Los_Angeles", Meter: throttle.MeterMoney,
+		old := v010.AllowanceSpent{Limit: "tenant:team", Allowance: "usd=5.00/day@America/Los_Angeles", Meter: throttle.MeterMoney,
 			Currency: "USD", Used: 4_950_000, Amount: 5_000_000, Needs: 85_000, ResetAt: reset, WindowStart: start, WindowEnd: reset}
 		err := viaTemporal(temporal.NewNonRetryableApplicationError("sluice: limit tenant:team: ...", sluiceactivity.ErrTypeAllowanceSpent, nil, old))
 		got, ok := sluiceactivity.AsAllowanceSpent(err)

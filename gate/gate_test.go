@@ -30,10 +30,6 @@ import (
 
 var server *temporaltest.Server
 
-// testDeadlockTimeout keeps a descheduled test process from failing workflow tasks (see the
-// interceptor's tests).
-const testDeadlockTimeout = 20 * time.Second
-
 func TestMain(m *testing.M) {
 	s, err := temporaltest.Start(context.Background())
 	if err != nil {
@@ -272,7 +268,7 @@ func (e *env) startAppCosting(t testing.TB, key string, tokens int64) {
 		Cost: func([]any) (int64, error) { return tokens, nil }}}
 	plugin, err := sluiceinterceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	w := worker.New(e.c, e.appQueue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w := worker.New(e.c, e.appQueue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 	w.RegisterWorkflow(GateCall)
 	w.RegisterWorkflow(RoutedCalls)
 	w.RegisterWorkflow(ReleaseOnly)

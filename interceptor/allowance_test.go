@@ -15,6 +15,7 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -72,7 +73,7 @@ func startAsker(t *testing.T, e *env, tenant throttle.Limit) *asker {
 		Prices: prices,
 	})
 	require.NoError(t, err)
-	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})
+	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	w.RegisterWorkflow(AskUntilRefused)
 	w.RegisterActivityWithOptions(a.Ask, activity.RegisterOptions{Name: "Ask"})
 	require.NoError(t, w.Start())

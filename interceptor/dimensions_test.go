@@ -14,6 +14,7 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -61,7 +62,7 @@ func TestPlugin_InputAndOutputBudgets(t *testing.T) {
 
 	plugin, err := sluiceinterceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})
+	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	w.RegisterWorkflow(AskClaudeOnce)
 	w.RegisterActivityWithOptions(AskClaude, activity.RegisterOptions{Name: "AskClaude"})
 	require.NoError(t, w.Start())

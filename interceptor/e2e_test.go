@@ -30,13 +30,6 @@ import (
 
 var server *temporaltest.Server
 
-// testDeadlockTimeout is the test workers' DeadlockDetectionTimeout. The SDK's default of 1s fails a
-// workflow task whose coroutine has not yielded for a second of wall time, which a process that the
-// OS does not schedule for a second (a 2-core machine under load, the race detector) can reach
-// without any fault of the workflow. The workflows here do little between yields (sumActivities);
-// this bound only keeps a descheduled process from failing them.
-const testDeadlockTimeout = 20 * time.Second
-
 func TestMain(m *testing.M) {
 	if runSubprocessWorker() {
 		return
@@ -236,7 +229,7 @@ func (e *env) startWorker(t *testing.T, opts sluiceinterceptor.Options) (worker.
 	t.Helper()
 	plugin, err := sluiceinterceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 	w.RegisterWorkflow(FanOut)
 	w.RegisterWorkflow(BlockAll)
 	w.RegisterWorkflow(ResumeOnce)

@@ -39,6 +39,7 @@ import (
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
 	"github.com/sluicehq/sluice/internal/store"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -141,7 +142,7 @@ func faultsWorkerProcess() error {
 			}
 		}
 	}
-	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 	faultsRegister(w, a)
 	if err := w.Start(); err != nil {
 		return err
@@ -314,7 +315,7 @@ func faultsStartWorker(t *testing.T, c client.Client, queue string, opts sluicei
 	}
 	plugin, err := sluiceinterceptor.NewPlugin(opts)
 	require.NoError(t, err)
-	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 	faultsRegister(w, a)
 	for _, r := range register {
 		r(w)

@@ -16,6 +16,7 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -99,7 +100,7 @@ func (e *env) feedbackWorker(t *testing.T, p *provider, limit throttle.Limit) {
 		PollInterval: 100 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})
+	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	w.RegisterWorkflow(CallAll)
 	w.RegisterActivityWithOptions(p.Call, activity.RegisterOptions{Name: "Call"})
 	require.NoError(t, w.Start())

@@ -67,7 +67,7 @@ func TestPlugin_Tracing(t *testing.T) {
 		require.NoError(t, err)
 		// Temporal's interceptor comes with the client, before the worker's own interceptors; Sluice,
 		// appended to those by the plugin, thus runs inside its RunActivity span.
-		w := worker.New(c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})
+		w := worker.New(c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}})
 		w.RegisterWorkflow(FanOut)
 		w.RegisterActivity(e.acts)
 		require.NoError(t, w.Start())

@@ -20,6 +20,7 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testdb"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -198,7 +199,7 @@ func startSaaSFleet(tb testing.TB, e *env, shape saasShape, m *saasMailer, log *
 			Logger: log,
 		})
 		require.NoError(tb, err)
-		w := worker.New(c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
+		w := worker.New(c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}, WorkerStopTimeout: 5 * time.Second})
 		w.RegisterWorkflow(SaaSSendAll)
 		w.RegisterActivityWithOptions(m.Send, activity.RegisterOptions{Name: "SaaSSend"})
 		require.NoError(tb, w.Start())

@@ -207,7 +207,7 @@ func soakWorkerProcess() error {
 	}
 	fmt.Printf("OWNER %s\n", plugin.Owner())
 	a := &soakActs{stop: ctx, rec: rec, table: pgx.Identifier{schema, "soak_run"}.Sanitize(), proc: name}
-	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin},
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin},
 		WorkerStopTimeout: 10 * time.Second})
 	w.RegisterWorkflow(SoakWorkflow)
 	for i := range soakLines {

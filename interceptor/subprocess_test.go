@@ -108,7 +108,7 @@ func subprocessWorker() error {
 	fmt.Printf("OWNER %s\n", plugin.Owner())
 	// loudInterceptor wraps Sluice's (the plugin appends its own after the options' interceptors).
 	w := worker.New(c, queue, worker.Options{
-		DeadlockDetectionTimeout: testDeadlockTimeout,
+		DeadlockDetectionTimeout: temporaltest.DeadlockTimeout,
 		Plugins:                  []worker.Plugin{plugin}, Interceptors: []interceptor.WorkerInterceptor{&loudInterceptor{}},
 		WorkerStopTimeout: 5 * time.Second,
 	})

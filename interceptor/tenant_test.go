@@ -16,6 +16,7 @@ import (
 
 	sluiceactivity "github.com/sluicehq/sluice/activity"
 	sluiceinterceptor "github.com/sluicehq/sluice/interceptor"
+	"github.com/sluicehq/sluice/internal/testkit/temporaltest"
 	"github.com/sluicehq/sluice/internal/testkit/testenv"
 	"github.com/sluicehq/sluice/throttle"
 )
@@ -129,7 +130,7 @@ func TestPlugin_PerTenantCapsAndFairShare(t *testing.T) {
 		PollInterval: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)
-	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: testDeadlockTimeout, Plugins: []worker.Plugin{plugin}})
+	w := worker.New(e.c, e.queue, worker.Options{DeadlockDetectionTimeout: temporaltest.DeadlockTimeout, Plugins: []worker.Plugin{plugin}})
 	w.RegisterWorkflow(SendAll)
 	w.RegisterActivityWithOptions(m.Send, activity.RegisterOptions{Name: "Send"})
 	require.NoError(t, w.Start())

@@ -7,23 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/testkit/v010"
 	"github.com/sluicehq/sluice/throttle"
 )
-
-// allowanceSpentV010 is the detail of a SluiceAllowanceSpent error as sluiceactivity.AllowanceSpent
-// declared it in 0.1.0, which workflows compiled against 0.1.0 decode it into.
-type allowanceSpentV010 struct {
-	Limit       string         `json:"limit"`
-	Allowance   string         `json:"allowance"`
-	Meter       throttle.Meter `json:"meter"`
-	Currency    string         `json:"currency,omitempty"`
-	Used        int64          `json:"used"`
-	Amount      int64          `json:"amount"`
-	Needs       int64          `json:"needs"`
-	ResetAt     time.Time      `json:"reset_at,omitzero"`
-	WindowStart time.Time      `json:"window_start,omitzero"`
-	WindowEnd   time.Time      `json:"window_end,omitzero"`
-}
 
 // refusals are refusals of every shape: calendar in a zone and refusing, with a deadline and
 // refunds; rolling, never to have room; money.
@@ -58,10 +44,10 @@ func TestRefusal_JSON(t *testing.T) {
 				require.Equal(t, r.Error(), got.Error())
 			})
 			t.Run("DecodesIntoTheDetailOf010", func(t *testing.T) {
-				var old allowanceSpentV010
+				var old v010.AllowanceSpent
 				require.NoError(t, json.Unmarshal(b, &old))
 				a := r.Allowance
-				require.Equal(t, allowanceSpentV010{Limit: r.Limit, Allowance: a.String(), Meter: a.Meter, Currency: a.Currency,
+				require.Equal(t, v010.AllowanceSpent{Limit: r.Limit, Allowance: a.String(), Meter: a.Meter, Currency: a.Currency,
 					Used: r.Used, Amount: a.Amount, Needs: r.Needs, ResetAt: r.ResetAt, WindowStart: r.WindowStart,
 					WindowEnd: r.WindowEnd}, old)
 			})
@@ -87,7 +73,7 @@ func TestRefusal_UnmarshalJSON(t *testing.T) {
 		// What a replica of 0.1.0 sent as the detail: no deadline, no on_spent.
 		r := refusals(t)["MoneyWaitsPastTheDeadline"]
 		a := r.Allowance
-		b, err := json.Marshal(allowanceSpentV010{Limit: r.Limit, Allowance: a.String(), Meter: a.Meter, Currency: a.Currency,
+		b, err := json.Marshal(v010.AllowanceSpent{Limit: r.Limit, Allowance: a.String(), Meter: a.Meter, Currency: a.Currency,
 			Used: r.Used, Amount: a.Amount, Needs: r.Needs, ResetAt: r.ResetAt, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd})
 		require.NoError(t, err)
 		var got throttle.Refusal

@@ -69,6 +69,13 @@ func Require(t testing.TB, s *Server) *Server {
 	return s
 }
 
+// DeadlockTimeout is the test workers' DeadlockDetectionTimeout. The SDK's default of 1s fails a
+// workflow task whose coroutine has not yielded for a second of wall time, which a process that the
+// OS does not schedule for a second (a 2-core machine under load, the race detector) can reach
+// without any fault of the workflow. The tests' workflows do little between yields; this bound only
+// keeps a descheduled process from failing them.
+const DeadlockTimeout = 20 * time.Second
+
 // RPCTimeout bounds each of a test client's calls, in place of the SDK's default of 10 s, which a dev
 // server on a busy 2-core machine can exceed: an outer bound only.
 const RPCTimeout = 2 * time.Minute
