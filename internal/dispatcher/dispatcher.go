@@ -112,9 +112,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	d := &Dispatcher{deps: dp, notifier: q.NewNotifier(cfg.Logger).WithListen(cfg.listen())}
 	d.deliverer = &Deliverer{deps: dp}
 	d.completer = newCompleter(dp)
-	d.enqueuer = newEnqueuer(dp)
 	d.heartbeater = &Heartbeater{deps: dp, reporter: d.deliverer}
 	d.runner = &Runner{deps: dp, recorder: d.completer, deliverer: d.deliverer, heartbeat: d.heartbeater, notifier: d.notifier}
+	d.enqueuer = newEnqueuer(dp, d.runner, d.deliverer)
 	d.claimer = &Claimer{deps: dp, notifier: d.notifier, runner: d.runner, deliverer: d.deliverer}
 	d.leaseRenewer = &LeaseRenewer{deps: dp}
 	d.rescuer = &Rescuer{deps: dp}

@@ -104,6 +104,15 @@ func TestServices_StartStop(t *testing.T) {
 	}
 }
 
+// heldAtEnqueue pauses key so that the tickets enqueued until release is called wait in line: the
+// enqueue's own claim (store.EnqueueClaiming) admits nothing, and a test can have another replica's
+// claim, or this process's claimer, admit them. release resumes the limit.
+func heldAtEnqueue(t *testing.T, q *store.Queue, key string) (release func()) {
+	t.Helper()
+	require.NoError(t, q.Pause(context.Background(), key, time.Now().Add(time.Hour)))
+	return func() { require.NoError(t, q.Resume(context.Background(), key)) }
+}
+
 // enqueue holds an invocation running run on limit "k" and writes its ticket.
 func enqueue(t *testing.T, d *Dispatcher, key string, run RunFunc) *Invocation {
 	t.Helper()

@@ -29,13 +29,20 @@ type enqueueResult struct {
 // tickets that arrived while one statement was under way are written together by the next, up to
 // enqueueBatch, in one transaction and one multi-row statement. A call returns only once its ticket
 // is durable; a lone ticket is written at once.
+//
+// The transaction that writes the tickets also claims their lines (store.EnqueueClaiming): a ticket
+// whose line has nothing ahead of it and whose limits have room is admitted by the commit that
+// writes it, and the Enqueuer hands it to the Runner at once, as the Claimer does its own. The
+// others wait in line for the claimers, which the commit wakes.
 type Enqueuer struct {
 	groupCommit[*enqueueRequest]
 	*deps
+	runner    ticketRunner
+	deliverer recordedDeliverer
 }
 
-func newEnqueuer(dp *deps) *Enqueuer {
-	e := &Enqueuer{deps: dp}
+func newEnqueuer(dp *deps, runner ticketRunner, deliverer recordedDeliverer) *Enqueuer {
+	e := &Enqueuer{deps: dp, runner: runner, deliverer: deliverer}
 	e.groupCommit = groupCommit[*enqueueRequest]{max: enqueueBatch, commit: e.commit,
 		refuse: func(r *enqueueRequest) { r.done <- enqueueResult{err: errEnqueuerStopped} }}
 	return e
@@ -67,20 +74,30 @@ func (e *Enqueuer) Write(ctx context.Context, p store.EnqueueParams) (store.Tick
 // commit writes batch in one statement and answers each request. A statement that fails for good is
 // retried in parts, so that the ticket at fault is refused alone and the others are written (isolate).
 // A failure whose commit's outcome is unknown asks for a self-check: a ticket written while its caller
-// heard an error is then handed back.
+// heard an error is then handed back, and one admitted to running is run, or handed back once its
+// caller has let its invocation go.
 func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
 	isolate(batch, func(part []*enqueueRequest) error {
 		ps := make([]store.EnqueueParams, len(part))
 		for i, r := range part {
 			ps[i] = r.p
 		}
-		ts, errs, err := e.q.EnqueueEach(ctx, ps)
+		ts, errs, res, err := e.q.EnqueueClaiming(ctx, ps, store.ClaimParams{Max: len(ps), Owner: e.cfg.Owner, MinRemaining: e.cfg.MinRemaining})
+		if err != nil && permanent(err) {
+			// Postgres refused the statement: the tickets' fault, or the claim's. Written without
+			// the claim, the tickets wait for the claimers; a fault of theirs fails again, and
+			// isolate finds it.
+			e.log.Warn("sluice: enqueue with claim; writing the tickets without it", "error", err)
+			ts, errs, err = e.q.EnqueueEach(ctx, ps)
+			res = store.ClaimResult{}
+		}
 		if err != nil {
 			return err
 		}
 		for i, r := range part {
 			r.done <- enqueueResult{t: ts[i], err: errs[i]}
 		}
+		e.admitted(ctx, res)
 		return nil
 	}, func(part []*enqueueRequest, err error) {
 		for _, r := range part {
@@ -88,4 +105,24 @@ func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
 		}
 		e.checkSoon()
 	})
+}
+
+// admitted acts on what an enqueue's claim decided, as the Claimer does on a claim's: this process's
+// tickets it admitted run, the admissions of other owners' tickets (earlier in line) are counted, and
+// refusals are delivered.
+func (e *Enqueuer) admitted(ctx context.Context, res store.ClaimResult) {
+	for _, t := range res.Admitted {
+		e.tm.Admitted(t, res.QueueDepth[t.LineKey], e.cfg.Owner)
+		if t.State == store.TicketStateRunning && t.Owner == e.cfg.Owner {
+			e.runner.run(t)
+		}
+	}
+	for _, t := range res.Expired {
+		e.reg.dropTicket(t, errActivityGone)
+	}
+	for _, t := range res.Refused {
+		e.tm.Refused(t)
+		e.reg.dropTicket(t, errActivityGone)
+		e.deliverer.DeliverAndAck(ctx, t)
+	}
 }

@@ -161,3 +161,54 @@ func TestEnqueuer_StopAnswersWhatItHolds(t *testing.T) {
 		pgx.Identifier{cfg.Queue.Schema(), "sluice_ticket"}.Sanitize()).Scan(&n))
 	require.Equal(t, 1+written, n, "a ticket answered with an error is not written; one answered without is")
 }
+
+// An enqueue whose line is empty and whose limit has room admits its ticket in the commit that
+// writes it, and the run begins with no claim: no claimer runs here. A ticket the limit has no room
+// for waits in line, queued, for a claim (another replica's, here) once the first completes.
+func TestEnqueuer_AdmitsWhatHasRoom(t *testing.T) {
+	cfg := testConfig(t, throttle.Limit{Key: "k", MaxConcurrent: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	d := newDispatcher(t, cfg)
+	require.NoError(t, d.Start(ctx))
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	require.NoError(t, d.claimer.Stop(ctx))
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s never ran", what)
+		}
+	}
+	ticketOf := func(wf string) store.Ticket {
+		t.Helper()
+		var id int64
+		require.NoError(t, cfg.Queue.Pool().QueryRow(ctx, `SELECT id FROM `+pgx.Identifier{cfg.Queue.Schema(), "sluice_ticket"}.Sanitize()+
+			` WHERE workflow_id = $1`, wf).Scan(&id))
+		tk, err := cfg.Queue.Ticket(ctx, id)
+		require.NoError(t, err)
+		return tk
+	}
+
+	first, block, second := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	enqueue(t, d, "first", func(context.Context) (any, error) { close(first); <-block; return "done", nil })
+	wait(first, "the ticket its own enqueue admitted")
+	a := ticketOf("first")
+	require.Equal(t, store.TicketStateRunning, a.State)
+	require.Equal(t, d.deps.cfg.Owner, a.Owner)
+
+	enqueue(t, d, "second", func(context.Context) (any, error) { close(second); return "done", nil })
+	b := ticketOf("second")
+	require.Equal(t, store.TicketStateQueued, b.State, "the limit is full: it waits in line")
+	require.Equal(t, "concurrency", b.WaitReason)
+	close(block)
+	waitFor(t, ctx, "the first to complete", func() bool {
+		_, err := cfg.Queue.Ticket(ctx, a.ID)
+		return err != nil
+	})
+	res, err := cfg.Queue.Claim(ctx, store.ClaimParams{Owner: "another-replica"})
+	require.NoError(t, err)
+	require.Len(t, res.Admitted, 1)
+	wait(second, "the ticket another replica admitted")
+}

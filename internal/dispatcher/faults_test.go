@@ -141,15 +141,18 @@ func TestFaults_ClaimCommitAnswerLost(t *testing.T) {
 	ctx := faultContext(t)
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	// The first claim that admits tickets (to running: they are the claimer's own) commits, and its
-	// answer is lost: the claimer hears an error and runs nothing.
+	// answer is lost: the claimer hears an error and runs nothing. (An enqueue's own claim is
+	// TestFaults_EnqueueCommitAnswerLost's.)
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
-		return r.Commits() && r.Contains("SET state = CASE WHEN")
+		return r.Commits() && r.Contains("SET state = CASE WHEN") && !r.TxContains(".sluice_ticket (state, line_key")
 	})
 	b.start(t, ctx)
+	release := heldAtEnqueue(t, b.direct, faultKey) // admitted by the claimer, not by their enqueue
 	for _, name := range []string{"a", "b", "c"} {
 		_, err := b.enqueue(t, name, 10, ok)
 		require.NoError(t, err)
 	}
+	release()
 	fired(t, ctx, f)
 	lost := time.Now()
 	waitFor(t, ctx, "the self-check to run the tickets the lost claim admitted", func() bool { return b.runs.Load() == 3 })
@@ -169,10 +172,12 @@ func TestFaults_TakeCommitAnswerLost(t *testing.T) {
 	b.d = newDispatcher(t, b.cfg)
 	b.start(t, ctx)
 	require.NoError(t, b.d.claimer.Stop(ctx)) // another replica admits this one's tickets: it takes them
+	release := heldAtEnqueue(t, b.direct, faultKey)
 	for _, name := range []string{"a", "b"} {
 		_, err := b.enqueue(t, name, 10, ok)
 		require.NoError(t, err)
 	}
+	release()
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
 		return r.Commits() && r.TxContains("SET state = 'running'")
 	})
@@ -192,10 +197,12 @@ func TestFaults_NotifiedReadAnswerLost(t *testing.T) {
 	b := faultSetup(t, throttle.Limit{Key: faultKey, MaxConcurrent: 5})
 	b.start(t, ctx)
 	require.NoError(t, b.d.claimer.Stop(ctx)) // another replica admits this one's tickets
+	release := heldAtEnqueue(t, b.direct, faultKey)
 	for _, name := range []string{"a", "b"} {
 		_, err := b.enqueue(t, name, 10, ok)
 		require.NoError(t, err)
 	}
+	release()
 	f := b.proxy.Arm(faultproxy.AfterRun, func(r faultproxy.RoundTrip) bool {
 		return r.Contains("state = 'running' AND ($2::bigint[] IS NULL")
 	})

@@ -145,7 +145,9 @@ func TestSelfCheck_TakesWhatWasLeftAdmitted(t *testing.T) {
 	require.NoError(t, d.claimer.Stop(ctx))
 	require.NoError(t, d.runner.Stop(ctx)) // the take loop; runs still start
 	ran := make(chan struct{})
+	release := heldAtEnqueue(t, cfg.Queue, "k")
 	enqueue(t, d, "left", func(context.Context) (any, error) { close(ran); return "done", nil })
+	release()
 	res, err := cfg.Queue.Claim(ctx, store.ClaimParams{Owner: "another-replica"})
 	require.NoError(t, err)
 	require.Len(t, res.Admitted, 1)

@@ -28,9 +28,11 @@ func (r *run) lost() {
 	}
 	fault := r.env.proxy.Arm(at, endsTx)
 	defer r.env.proxy.Disarm()
-	switch rapid.SampledFrom([]string{"enqueue", "claim", "claim", "complete"}).Draw(r.t, "lost_op") {
+	switch rapid.SampledFrom([]string{"enqueue", "enqueueclaim", "claim", "claim", "complete"}).Draw(r.t, "lost_op") {
 	case "enqueue":
 		r.lostEnqueue(rep, fault)
+	case "enqueueclaim":
+		r.lostEnqueueClaim(rep, fault)
 	case "claim":
 		r.lostClaim(rep, fault)
 	default:
@@ -113,6 +115,65 @@ func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
 			r.add(ts[i], store.Ticket{ID: id})
 		}
 	}
+}
+
+// lostEnqueueClaim runs an EnqueueClaiming whose answer is lost, and learns what it did: its tickets
+// written, all of them or none (the model's tickets naming a deleted limit never are), and its claim's
+// decisions, held to the model as any claim's.
+func (r *run) lostEnqueueClaim(rep *replica, fault *faultproxy.Fault) {
+	ps, ts := r.drawTickets(rep)
+	max := rapid.IntRange(1, 6).Draw(r.t, "max")
+	var (
+		written []store.Ticket
+		errs    []error
+		res     store.ClaimResult
+		err     error
+	)
+	r.folds(func() {
+		written, errs, res, err = rep.fq.EnqueueClaiming(r.ctx, ps, store.ClaimParams{Max: max, Owner: rep.id, MinRemaining: r.minRem})
+	})
+	r.env.proxy.Disarm()
+	if err == nil {
+		r.addWritten(ps, ts, written, errs)
+		r.claimed(rep, res)
+		return
+	}
+	r.faulted("enqueueclaim", fault, err)
+	acts := make([]string, len(ps))
+	for i, p := range ps {
+		acts[i] = p.ActivityID
+	}
+	ids := map[string]int64{}
+	var act string
+	var id int64
+	r.eachRow("tickets", `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket WHERE activity_id = ANY($1)`, []any{acts}, []any{&act, &id}, func() { ids[act] = id })
+	// Committed, the enqueue wrote every ticket naming known limits, and its claim deleted those
+	// already past their deadline: the others are all there, or none is.
+	var kept, expirable int
+	for i, p := range ps {
+		_, ok := ids[p.ActivityID]
+		switch {
+		case !r.m.Knows(ts[i].Keys):
+			if ok {
+				r.fail("an enqueue claiming whose answer was lost wrote ticket %d, which names a deleted limit", i)
+			}
+		case !ts[i].Deadline.IsZero() && !r.now().Add(r.minRem).Before(ts[i].Deadline):
+			expirable++
+		default:
+			kept++
+		}
+	}
+	if n := len(ids); n != 0 && (n < kept || n > kept+expirable) {
+		r.fail("an enqueue claiming %d tickets (%d to keep, %d past their deadline) whose answer was lost left %d of them",
+			len(ps), kept, expirable, n)
+	}
+	for i, p := range ps {
+		if id, ok := ids[p.ActivityID]; ok {
+			r.add(ts[i], store.Ticket{ID: id})
+		}
+	}
+	r.claimed(rep, r.learnClaim())
 }
 
 func (r *run) lostClaim(rep *replica, fault *faultproxy.Fault) {

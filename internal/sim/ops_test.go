@@ -54,6 +54,58 @@ func (r *run) enqueueBatch(q *store.Queue, ps []store.EnqueueParams, ts []*sim.T
 	}
 }
 
+// enqueueClaim has a live replica write tickets and claim their lines in the same transaction, as
+// the dispatcher's enqueuer does (EnqueueClaiming): each ticket naming a limit the model does not have
+// is refused alone, the others are written, and what the claim decided is held to the model as any
+// claim's is. With budget left, nothing admissible may stay queued in the lines it claimed.
+func (r *run) enqueueClaim(rep *replica) {
+	ps, ts := r.drawTickets(rep)
+	max := rapid.IntRange(1, 6).Draw(r.t, "max")
+	var (
+		written []store.Ticket
+		errs    []error
+		res     store.ClaimResult
+		err     error
+	)
+	r.folds(func() {
+		written, errs, res, err = rep.q.EnqueueClaiming(r.ctx, ps, store.ClaimParams{Max: max, Owner: rep.id, MinRemaining: r.minRem})
+	})
+	if err != nil {
+		r.fail("enqueue claiming by %s failed (no fault was injected): %v", rep.id, err)
+	}
+	r.addWritten(ps, ts, written, errs)
+	r.claimed(rep, res)
+	if len(res.Admitted) < max {
+		r.checkNothingAdmissible(r.now(), linesOf(ps))
+	}
+}
+
+// addWritten adds to the model the tickets ts of ps that EnqueueClaiming wrote: each one naming a
+// limit the model does not have must have been refused with ErrUnknownLimit, and no other.
+func (r *run) addWritten(ps []store.EnqueueParams, ts []*sim.Ticket, written []store.Ticket, errs []error) {
+	for i := range ps {
+		switch {
+		case !r.m.Knows(ts[i].Keys):
+			if !errors.Is(errs[i], store.ErrUnknownLimit) {
+				r.fail("enqueue claiming a ticket naming a deleted limit: got %v, want ErrUnknownLimit", errs[i])
+			}
+		case errs[i] != nil:
+			r.fail("enqueue claiming: ticket %d: %v", i, errs[i])
+		default:
+			r.add(ts[i], written[i])
+		}
+	}
+}
+
+// linesOf is the set of the lines of ps.
+func linesOf(ps []store.EnqueueParams) map[string]bool {
+	lines := map[string]bool{}
+	for _, p := range ps {
+		lines[p.LimitKeys[0]] = true
+	}
+	return lines
+}
+
 // knows reports whether the model has every limit the tickets ts name.
 func (r *run) knows(ts []*sim.Ticket) bool {
 	for _, t := range ts {
@@ -154,7 +206,7 @@ func (r *run) claim(rep *replica, max, maxLines int) {
 	}
 	r.claimed(rep, res)
 	if len(res.Admitted) < max && !res.More && maxLines >= len(allKeys) {
-		r.checkNothingAdmissible(r.now())
+		r.checkNothingAdmissible(r.now(), nil)
 	}
 }
 
@@ -212,9 +264,9 @@ func (r *run) claimed(rep *replica, res store.ClaimResult) {
 }
 
 // checkNothingAdmissible fails when a queued ticket that a claim with budget left reached could have
-// been admitted: in each line, in line order, every ticket up to the first that its line's own limit
-// holds must be held by one of its other limits.
-func (r *run) checkNothingAdmissible(now time.Time) {
+// been admitted: in each line (of lines, or every line when nil), in line order, every ticket up to
+// the first that its line's own limit holds must be held by one of its other limits.
+func (r *run) checkNothingAdmissible(now time.Time, lines map[string]bool) {
 	rows, err := r.env.admin.Query(r.ctx, `SELECT id, line_key FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
 		`.sluice_ticket WHERE state = 'queued' ORDER BY line_key, priority, vstart, seq`)
 	if err != nil {
@@ -233,7 +285,7 @@ func (r *run) checkNothingAdmissible(now time.Time) {
 	}
 	blocked := map[string]bool{}
 	for _, q := range qs {
-		if blocked[q.line] {
+		if blocked[q.line] || (lines != nil && !lines[q.line]) {
 			continue
 		}
 		t := r.ticket(q.id)

@@ -135,8 +135,8 @@ func TestSim(t *testing.T) {
 		total += global.ops[k]
 	}
 	t.Logf("SIM: %d runs, %d operations, %.1f simulated days, %d admissions, %d refusals; by kind:%s; answers lost: "+
-		"enqueue=%d claim=%d complete=%d; deletions: deleted=%d in_use=%d unknown=%d", global.runs, total, global.simulated,
-		global.admissions, global.refusals, b.String(), global.lost["enqueue"], global.lost["claim"], global.lost["complete"],
+		"enqueue=%d enqueueclaim=%d claim=%d complete=%d; deletions: deleted=%d in_use=%d unknown=%d", global.runs, total, global.simulated,
+		global.admissions, global.refusals, b.String(), global.lost["enqueue"], global.lost["enqueueclaim"], global.lost["claim"], global.lost["complete"],
 		global.deletions["deleted"], global.deletions["in_use"], global.deletions["unknown"])
 }
 
@@ -320,7 +320,7 @@ func (r *run) renew() {
 
 // ops are the operations a step draws from, each as often as it appears.
 var ops = []string{
-	"enqueue", "enqueue", "enqueue", "enqueue",
+	"enqueue", "enqueue", "enqueue", "enqueue", "enqueueclaim", "enqueueclaim",
 	"claim", "claim", "claim", "claim", "claim",
 	"take", "take", "read", "listen",
 	"complete", "complete", "complete", "complete",
@@ -341,6 +341,8 @@ func (r *run) step() {
 	switch op {
 	case "enqueue":
 		r.enqueue()
+	case "enqueueclaim":
+		r.enqueueClaim(r.live())
 	case "claim":
 		r.claim(r.live(), rapid.IntRange(1, 6).Draw(r.t, "max"), rapid.SampledFrom([]int{1, 2, 256}).Draw(r.t, "max_lines"))
 	case "take":

@@ -17,6 +17,32 @@ type claimTx struct {
 	// ahead, when not nil, is a page sent in the first round trip too, after the first statement, and
 	// read into ahead.tickets when that statement's rows close (see newClaimTx).
 	ahead *aheadPage
+	// first, when not nil, is a statement sent in the first round trip after the BEGIN and before the
+	// first statement, its rows read by first.scan: the enqueue of EnqueueClaiming.
+	first *sentFirst
+	// last, when not nil, is a statement sent with the COMMIT, after the statement commitWith runs: the
+	// notification of EnqueueClaiming.
+	last *sentFirst
+}
+
+// sentFirst is a statement sent ahead of (or behind) others in one round trip, and what reads its rows.
+type sentFirst struct {
+	sql  string
+	args []any
+	scan func(pgx.Rows) error // nil: its rows are discarded
+}
+
+// read reads s's result from br.
+func (s *sentFirst) read(br pgx.BatchResults) error {
+	if s.scan == nil {
+		_, err := br.Exec()
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	return s.scan(rows)
 }
 
 // newClaimTx starts the transaction of a claim on conn; nothing is sent before its first statement.
@@ -36,6 +62,9 @@ func (t *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	t.begun = true
 	b := &pgx.Batch{}
 	b.Queue("begin")
+	if t.first != nil {
+		b.Queue(t.first.sql, t.first.args...)
+	}
 	b.Queue(sql, args...)
 	if t.ahead != nil {
 		b.Queue(t.ahead.sql, t.ahead.args...)
@@ -44,6 +73,12 @@ func (t *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		return nil, err
+	}
+	if t.first != nil {
+		if err := t.first.read(br); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -97,6 +132,9 @@ func (t *claimTx) commitWith(ctx context.Context, scan func(pgx.Rows) error, sql
 	if sql != "" {
 		b.Queue(sql, args...)
 	}
+	if t.last != nil {
+		b.Queue(t.last.sql, t.last.args...)
+	}
 	b.Queue("commit")
 	br := t.conn.SendBatch(cctx, b)
 	defer br.Close()
@@ -113,6 +151,11 @@ func (t *claimTx) commitWith(ctx context.Context, scan func(pgx.Rows) error, sql
 		}
 		if rows.Close(); rows.Err() != nil {
 			return commitError(rows.Err())
+		}
+	}
+	if t.last != nil {
+		if err := t.last.read(br); err != nil {
+			return commitError(err)
 		}
 	}
 	tag, err := br.Exec()

@@ -141,9 +141,27 @@ func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParams
 // where one caller's bad ticket must not fail the others'. errs[i] is nil when ts[i] was written; err
 // is the whole statement's failure, when nothing was written.
 func (q *Queue) EnqueueEach(ctx context.Context, ps []EnqueueParams) (ts []Ticket, errs []error, err error) {
+	ts, errs, valid, at := validateEach(ps)
+	if len(valid) == 0 {
+		return ts, errs, nil
+	}
+	err = InTx(ctx, q.pool, func(tx pgx.Tx) error {
+		written, err := q.enqueueRows(ctx, tx, valid, true)
+		placeWritten(ts, errs, valid, at, written)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	return ts, errs, nil
+}
+
+// validateEach validates each ticket of ps, filling in its defaults: errs[i] is why ps[i] is
+// invalid; valid are the others, at their indexes at in ps. ts has room for every ticket.
+func validateEach(ps []EnqueueParams) (ts []Ticket, errs []error, valid []EnqueueParams, at []int) {
 	errs = make([]error, len(ps))
-	valid := make([]EnqueueParams, 0, len(ps))
-	at := make([]int, 0, len(ps)) // index in ps of each valid ticket
+	valid = make([]EnqueueParams, 0, len(ps))
+	at = make([]int, 0, len(ps))
 	for i := range ps {
 		p := ps[i]
 		if errs[i] = p.validate(); errs[i] == nil {
@@ -151,25 +169,19 @@ func (q *Queue) EnqueueEach(ctx context.Context, ps []EnqueueParams) (ts []Ticke
 			at = append(at, i)
 		}
 	}
-	ts = make([]Ticket, len(ps))
-	if len(valid) == 0 {
-		return ts, errs, nil
-	}
-	err = InTx(ctx, q.pool, func(tx pgx.Tx) error {
-		written, err := q.enqueueRows(ctx, tx, valid)
-		for j, i := range at {
-			if t, ok := written[j]; ok {
-				ts[i] = t
-			} else {
-				errs[i] = unknownLimit(valid[j])
-			}
+	return make([]Ticket, len(ps)), errs, valid, at
+}
+
+// placeWritten puts the tickets written of valid (by their index in valid) at their indexes at in
+// ts, and an unknown limit's error in errs for each valid ticket not written.
+func placeWritten(ts []Ticket, errs []error, valid []EnqueueParams, at []int, written map[int]Ticket) {
+	for j, i := range at {
+		if t, ok := written[j]; ok {
+			ts[i] = t
+		} else {
+			errs[i] = unknownLimit(valid[j])
 		}
-		return err
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	return ts, errs, nil
 }
 
 func (q *Queue) enqueueMany(ctx context.Context, db DB, ps []EnqueueParams) ([]Ticket, error) {
@@ -187,7 +199,7 @@ func (q *Queue) enqueueMany(ctx context.Context, db DB, ps []EnqueueParams) ([]T
 	}
 	ts := make([]Ticket, len(ps))
 	err := InTx(ctx, db, func(tx pgx.Tx) error {
-		written, err := q.enqueueRows(ctx, tx, ps)
+		written, err := q.enqueueRows(ctx, tx, ps, true)
 		if err != nil {
 			return err
 		}

@@ -11,7 +11,8 @@ import (
 
 // enqueueSQL writes a batch of tickets in one statement. It takes the tickets as parallel arrays ($1
 // to $17, $23 and $24, one element per ticket, ord numbering them from 0) and their limit keys flattened
-// ($18 the ticket's ord, $19 the key, in order); $20 is the instant, $21 and $22 the notification. Step by step:
+// ($18 the ticket's ord, $19 the key, in order); $20 is the instant, $21 and $22 the notification ($21
+// empty for none: EnqueueClaiming notifies only the lines it leaves work in). Step by step:
 //   - locked, keys: each ticket's limit keys, and whether every one exists. A ticket naming an unknown
 //     limit is not written; the caller learns which from the ords returned. The rows are locked FOR KEY
 //     SHARE, as a foreign key's check does, so that DeleteLimit (FOR UPDATE, then DELETE) cannot remove
@@ -96,13 +97,25 @@ const enqueueSQL = `WITH input AS (
 	FROM rows ORDER BY ord
 	RETURNING *
 ), woken AS (
-	SELECT count(pg_notify($21, $22 || line_key)) AS n FROM (SELECT DISTINCT line_key FROM ins) w
+	SELECT count(pg_notify($21, $22 || line_key)) AS n FROM (SELECT DISTINCT line_key FROM ins WHERE $21 <> '') w
 )
 SELECT r.ord, t.* FROM (SELECT ` + ticketColumns + ` FROM ins) t JOIN rows r ON r.place_seq = t.seq, woken`
 
 // enqueueRows writes the valid tickets ps in tx, in one statement, and returns those written by
-// their index in ps: a ticket is missing when it names a limit that does not exist.
-func (q *Queue) enqueueRows(ctx context.Context, tx pgx.Tx, ps []EnqueueParams) (map[int]Ticket, error) {
+// their index in ps: a ticket is missing when it names a limit that does not exist. notify wakes the
+// claimers of their lines at the commit.
+func (q *Queue) enqueueRows(ctx context.Context, tx querier, ps []EnqueueParams, notify bool) (map[int]Ticket, error) {
+	sql, args := q.enqueueStatement(ps, notify)
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanWritten(rows, len(ps))
+}
+
+// enqueueStatement is the statement that writes the valid tickets ps, and its arguments (see
+// enqueueRows).
+func (q *Queue) enqueueStatement(ps []EnqueueParams, notify bool) (string, []any) {
 	n := len(ps)
 	var (
 		ords, priorities, attempts                                       = make([]int32, n), make([]int32, n), make([]int32, n)
@@ -126,12 +139,17 @@ func (q *Queue) enqueueRows(ctx context.Context, tx pgx.Tx, ps []EnqueueParams) 
 			keyOrds, keys = append(keyOrds, int32(i)), append(keys, k)
 		}
 	}
-	rows, err := tx.Query(ctx, q.s(enqueueSQL), ords, costs, priorities, fairness, incs, owners, namespaces,
-		workflows, runs, activities, types, attempts, tokens, deadlines, notBefores, traces, lines, keyOrds, keys,
-		q.nowArg(), NotifyChannel, q.opts.Schema+"|"+kindWork+"|", outputs, money)
-	if err != nil {
-		return nil, err
+	channel := NotifyChannel
+	if !notify {
+		channel = ""
 	}
+	return q.s(enqueueSQL), []any{ords, costs, priorities, fairness, incs, owners, namespaces,
+		workflows, runs, activities, types, attempts, tokens, deadlines, notBefores, traces, lines, keyOrds, keys,
+		q.nowArg(), channel, q.opts.Schema + "|" + kindWork + "|", outputs, money}
+}
+
+// scanWritten reads the rows of enqueueSQL: the tickets written, by their index among the n given.
+func scanWritten(rows pgx.Rows, n int) (map[int]Ticket, error) {
 	defer rows.Close()
 	written := make(map[int]Ticket, n)
 	for rows.Next() {

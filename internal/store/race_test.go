@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -59,13 +60,20 @@ func TestQueue_ClaimRace(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	shapes := [][]string{{"shared"}, {"shared", "tenant:0"}, {"shared", "tenant:1"}, {"tenant:2", "shared"}, {"rps"}, {"tpm"}, {"rps", "tpm"}, {"itpm-otpm"}, {"itpm-otpm", "tpm"}}
-	for i := range nTickets {
+	ticket := func(rng *rand.Rand, owner string) store.EnqueueParams {
 		keys := shapes[rng.IntN(len(shapes))]
 		cost := int64(1 + rng.IntN(800))
-		_, err := q.Enqueue(ctx, store.EnqueueParams{
-			LimitKeys: keys, Cost: cost, OutputCost: rng.Int64N(cost + 1), Owner: fmt.Sprintf("w%d", i%claimers),
+		return store.EnqueueParams{
+			LimitKeys: keys, Cost: cost, OutputCost: rng.Int64N(cost + 1), Owner: owner,
 			Priority: rng.IntN(3), FairnessKey: fmt.Sprintf("f%d", rng.IntN(4)),
-		})
+		}
+	}
+	// Half the tickets are written first; the rest by enqueuers racing the claimers, each enqueue
+	// claiming its lines in its own transaction (EnqueueClaiming, as the dispatcher's enqueuer does).
+	const enqueuers = 2
+	upfront := nTickets / 2
+	for i := range upfront {
+		_, err := q.Enqueue(ctx, ticket(rng, fmt.Sprintf("w%d", i%claimers)))
 		require.NoError(t, err)
 	}
 
@@ -179,13 +187,56 @@ func TestQueue_ClaimRace(t *testing.T) {
 			}
 		})
 	}
+	var direct atomic.Int64 // tickets their own enqueue admitted
+	for e := range enqueuers {
+		cfg := testdb.PoolConfig(t)
+		cfg.MaxConns = 2
+		epool := testdb.PoolWith(t, cfg)
+		eq, err := store.New(epool, store.Options{Schema: schema})
+		require.NoError(t, err)
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(e), 11))
+			owner := fmt.Sprintf("e%d", e)
+			var running sync.WaitGroup
+			defer running.Wait()
+			for left := (nTickets - upfront) / enqueuers; left > 0 && runCtx.Err() == nil; {
+				ps := make([]store.EnqueueParams, min(left, 1+rng.IntN(3)))
+				for i := range ps {
+					ps[i] = ticket(rng, owner)
+				}
+				left -= len(ps)
+				_, errs, res, err := eq.EnqueueClaiming(ctx, ps, store.ClaimParams{Max: len(ps), Owner: owner})
+				if err == nil {
+					err = errors.Join(errs...)
+				}
+				if err != nil {
+					violate("enqueue claiming: %v", err)
+					return
+				}
+				for _, tk := range res.Admitted {
+					if tk.Owner == owner {
+						direct.Add(1)
+					}
+					running.Go(func() {
+						if err := eq.Complete(ctx, store.CompleteParams{TicketID: tk.ID, ActualCost: tk.Cost, ActualOutput: tk.OutputCost}); err != nil {
+							violate("complete %d: %v", tk.ID, err)
+						}
+						if done.Add(1) == int64(nTickets) {
+							stop()
+						}
+					})
+				}
+			}
+		})
+	}
 	<-runCtx.Done()
 	wg.Wait()
 	require.Empty(t, violations)
 	require.Equal(t, int64(nTickets), done.Load())
 	requireHealthy(t, q)
 	requireUsageAddsUp(t, ctx, pool, schema)
-	t.Logf("%d tickets, %d claimers, %d samples of the in-flight figures", nTickets, claimers, samples.Load())
+	t.Logf("%d tickets, %d claimers, %d enqueuers (%d tickets admitted by their own enqueue), %d samples of the in-flight figures",
+		nTickets, claimers, enqueuers, direct.Load(), samples.Load())
 
 	// Replay the tickets' instants per key.
 	for key, ivs := range readAdmissions(t, ctx, pool, schema) {

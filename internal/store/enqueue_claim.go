@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnqueueClaiming writes the tickets of ps as EnqueueEach does and, in the same transaction, claims
+// the lines they were written to, as Claim does with p: a ticket whose line has no work ahead of it
+// and whose every limit has room is admitted by the commit that writes it. The tickets of p.Owner that
+// it admits come back running in res.Admitted, for the caller to run at once, with no claim, take or
+// notification between its write and its run: one commit on the activity's path where an enqueue and
+// a claim took two.
+//
+// It claims only those lines, and skips any that another claimer holds, as every claim does: a ticket
+// left queued (its line held, or a limit full) is the claimers' to admit, and its line's claimers are
+// notified at the commit, as after any enqueue. A line whose tickets were all admitted is not
+// notified: there is nothing new to claim in it. p.Max bounds the admissions, the line's earlier
+// tickets first; p.MaxLines is not used (every line of ps is claimed).
+//
+// It costs two round trips: the BEGIN, the write, the locks of the lines and the first line's page
+// in one; the decisions, the notification and the COMMIT in the other (a line that waits on other
+// limits, or several lines, take a round trip more per page, as in Claim). ts and errs are as
+// EnqueueEach's; err is the whole transaction's failure, when nothing was written or admitted, or
+// wraps ErrCommitUnknown when the COMMIT's answer was lost.
+func (q *Queue) EnqueueClaiming(ctx context.Context, ps []EnqueueParams, p ClaimParams) (ts []Ticket, errs []error, res ClaimResult, err error) {
+	p = p.withDefaults()
+	if err := p.validate(); err != nil {
+		return nil, nil, ClaimResult{}, err
+	}
+	ts, errs, valid, at := validateEach(ps)
+	if len(valid) == 0 {
+		return ts, errs, ClaimResult{}, nil
+	}
+	conn, err := q.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, ClaimResult{}, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	defer conn.Release()
+	lines := make([]string, 0, len(valid))
+	for _, v := range valid {
+		lines = append(lines, v.LimitKeys[0])
+	}
+	slices.Sort(lines)
+	lines = slices.Compact(lines)
+
+	var written map[int]Ticket
+	c := q.newClaimRun(conn.Conn(), p, q.readAheadOf(p, lines))
+	sql, args := q.enqueueStatement(valid, false)
+	c.tx.first = &sentFirst{sql: sql, args: args, scan: func(rows pgx.Rows) (err error) {
+		written, err = scanWritten(rows, len(valid))
+		return err
+	}}
+	if err := c.runLines(ctx, lines, func() (string, []any) {
+		// Sent with the COMMIT, after the claim's decisions: the notification of the lines in which
+		// a ticket written here is still queued, and of every line when the claim passed a ticket over
+		// for a limit another claimer held (Busy): no claimer waits for that ticket otherwise.
+		ids := make([]int64, 0, len(written))
+		for _, t := range written {
+			ids = append(ids, t.ID)
+		}
+		all := []string{}
+		if c.res.Busy {
+			all = lines
+		}
+		return q.s(`SELECT count(pg_notify($1, $2 || w.line_key)) FROM (
+			SELECT line_key FROM {s}.sluice_ticket WHERE id = ANY($3) AND state = 'queued'
+			UNION SELECT unnest($4::text[])) w`), []any{NotifyChannel, q.opts.Schema + "|" + kindWork + "|", ids, all}
+	}); err != nil {
+		c.tx.rollback(ctx)
+		return nil, nil, ClaimResult{}, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	placeWritten(ts, errs, valid, at, written)
+	return ts, errs, c.res, nil
+}
+
+// readAheadOf is the page read ahead by a claim of lines: the first of them with queued work, locked
+// by the page's own statement (see readAhead).
+func (q *Queue) readAheadOf(p ClaimParams, lines []string) *aheadPage {
+	size := min(max(p.Max, 64), maxLineScan)
+	return &aheadPage{size: size, args: []any{size, lines}, sql: q.s(`SELECT ` + ticketColumns + ` FROM {s}.sluice_ticket WHERE line_key = (
+			SELECT l.key FROM {s}.sluice_limit l
+			WHERE l.key = ANY($2) AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+			ORDER BY key LIMIT 1 FOR NO KEY UPDATE OF l SKIP LOCKED)
+		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`)}
+}
+
+// runLines claims lines, those of them no other claimer holds, and stores the decisions. notify
+// gives a statement sent with the COMMIT, after the decisions (the first round trip has been read
+// when it is called).
+func (c *claimRun) runLines(ctx context.Context, lines []string, notify func() (string, []any)) error {
+	got, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
+		WHERE key = ANY($2) AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+		ORDER BY key FOR NO KEY UPDATE OF l SKIP LOCKED`, lines)
+	if err != nil {
+		return err
+	}
+	c.took(now, folded)
+	if got, err = c.adoptAhead(ctx, got); err != nil {
+		return err
+	}
+	if err := c.prefetch(ctx, got); err != nil {
+		return err
+	}
+	for _, line := range got {
+		if c.budget == 0 {
+			break
+		}
+		if err := c.claimLine(ctx, line); err != nil {
+			return err
+		}
+	}
+	c.lines = got
+	sql, args := notify()
+	c.tx.last = &sentFirst{sql: sql, args: args}
+	if len(got) == 0 {
+		return c.commitCheckingBusy(ctx)
+	}
+	return c.store(ctx)
+}
