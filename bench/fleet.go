@@ -53,6 +53,9 @@ type fleetRun struct {
 	FailedClaims         int      `json:"failed_claims,omitempty"`
 	FailedTakes          int      `json:"failed_takes,omitempty"`
 	Errors               []string `json:"errors,omitempty"`
+
+	// TopStatements are the run's statements that took the most server time (-fleet-statements).
+	TopStatements []statementStat `json:"top_statements,omitempty"`
 }
 
 // fleetRow is one configuration measured for Sluice and River, round after round: River with as
@@ -93,6 +96,8 @@ type fleetEnv struct {
 	batch    int
 	// count and riverCount count the statements of every replica's pool, Sluice's and River's.
 	count, riverCount *counter
+	// statements: each run reports its statements from pg_stat_statements (-fleet-statements).
+	statements bool
 }
 
 // startFleetEnv starts a private cluster of maxConns connections, durable (fsync, synchronous_commit
@@ -100,15 +105,22 @@ type fleetEnv struct {
 // fleet's runs share on it; stop closes the environment and stops the cluster, removing its
 // directory. Without the server binaries it returns an error wrapping pgcluster.ErrUnavailable.
 func startFleetEnv(ctx context.Context, c config, maxConns int) (fe *fleetEnv, stop func(), err error) {
-	cluster, err := pgcluster.New(pgcluster.Options{MaxConnections: maxConns, Durable: !c.fsyncOff})
+	opts := pgcluster.Options{MaxConnections: maxConns, Durable: !c.fsyncOff}
+	if c.fleetStatements {
+		opts.Conf = statementsConf
+	}
+	cluster, err := pgcluster.New(opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	pid, err := cluster.PostmasterPID()
 	if err == nil {
 		fe = &fleetEnv{url: cluster.URL, probe: newPgProbe(cluster.URL, pid), poolSize: c.fleetPool, batch: c.claimBatch,
-			count: &counter{}, riverCount: &counter{}}
+			count: &counter{}, riverCount: &counter{}, statements: c.fleetStatements}
 		fe.env, err = newEnv(ctx, cluster.URL)
+	}
+	if err == nil && fe.statements {
+		err = fe.createStatements(ctx)
 	}
 	if err != nil {
 		cluster.Close()

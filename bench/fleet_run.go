@@ -210,6 +210,9 @@ func (fe *fleetEnv) begin(ctx context.Context, app string, count *counter) (*fle
 		return nil, err
 	}
 	lsn, err := fe.walLSN(ctx)
+	if err == nil {
+		err = fe.resetStatements(ctx)
+	}
 	if err != nil {
 		stop()
 		return nil, err
@@ -231,7 +234,8 @@ func (m *fleetMeasure) end(n int) fleetRun {
 		log.Printf("bench: WAL position after the run not read: %v", err)
 	}
 	c := m.conns()
-	return fleetRun{PerSecond: float64(n) / took.Seconds(), Seconds: took.Seconds(), WALPerTicket: wal / float64(n),
+	top := m.fe.readStatements(ctx)
+	return fleetRun{TopStatements: top, PerSecond: float64(n) / took.Seconds(), Seconds: took.Seconds(), WALPerTicket: wal / float64(n),
 		StatementsPerTicket:   float64(m.count.statements.Load()) / float64(n),
 		TransactionsPerTicket: float64(m.count.transactions.Load()) / float64(n),
 		Connections:           c.All, BusyConnections: c.Busy,

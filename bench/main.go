@@ -46,6 +46,8 @@ type config struct {
 	// synchronous_commit and full_page_writes off, to see what durability costs; they are durable
 	// by default.
 	fsyncOff bool
+	// fleetStatements has each fleet run report its statements from pg_stat_statements.
+	fleetStatements bool
 	// The connections figure: replicas, tickets per run, line counts and shapes (connDirect,
 	// connDirectIdle, connPooledPolling, connPooledListen); the replicas' pool size is fleetPool.
 	connReplicas, connTickets int
@@ -66,6 +68,7 @@ func main() {
 	flag.IntVar(&c.fleetTickets, "fleet-tickets", 0, "tickets per fleet run (default 10000; -short 3000)")
 	flag.IntVar(&c.fleetPool, "fleet-pool", 2, "each replica's pool size (MaxConns); its listener is one more connection")
 	flag.IntVar(&c.fleetTenants, "fleet-tenants", 10_000, "tenant caps of the fleet's tenant-cap rows (0: none)")
+	flag.BoolVar(&c.fleetStatements, "fleet-statements", false, "load pg_stat_statements into the fleet's private cluster and log each run's top statements by server time (planning and execution), also in results.json")
 	flag.BoolVar(&c.fsyncOff, "fsync-off", false, "run the fleet's and connections' private cluster with fsync, synchronous_commit and full_page_writes off, to compare with the durable default")
 	flag.IntVar(&c.connReplicas, "conn-replicas", 128, "the connections figure's replicas")
 	flag.IntVar(&c.connTickets, "conn-tickets", 0, "tickets per connections run (default 5000; -short 2000)")

@@ -57,10 +57,17 @@ func (r *run) enqueueBatch(q *store.Queue, ps []store.EnqueueParams, ts []*sim.T
 // enqueueClaim has a live replica write tickets and claim their lines in the same transaction, as
 // the dispatcher's enqueuer does (EnqueueClaiming): each ticket naming a limit the model does not have
 // is refused alone, the others are written, and what the claim decided is held to the model as any
-// claim's is. With budget left, nothing admissible may stay queued in the lines it claimed.
+// claim's is. With budget left, nothing admissible may stay queued in the lines it claimed: those that
+// were empty (a line with queued tickets is left to the claimers).
 func (r *run) enqueueClaim(rep *replica) {
 	ps, ts := r.drawTickets(rep)
 	max := rapid.IntRange(1, 6).Draw(r.t, "max")
+	empty := linesOf(ps)
+	for _, t := range r.m.Tickets {
+		if t.State == sim.Queued {
+			delete(empty, t.Keys[0])
+		}
+	}
 	var (
 		written []store.Ticket
 		errs    []error
@@ -74,9 +81,14 @@ func (r *run) enqueueClaim(rep *replica) {
 		r.fail("enqueue claiming by %s failed (no fault was injected): %v", rep.id, err)
 	}
 	r.addWritten(ps, ts, written, errs)
+	for _, a := range res.Admitted {
+		if !empty[a.LineKey] {
+			r.fail("enqueue claiming admitted ticket %d in line %q, which had tickets queued before it", a.ID, a.LineKey)
+		}
+	}
 	r.claimed(rep, res)
 	if len(res.Admitted) < max {
-		r.checkNothingAdmissible(r.now(), linesOf(ps))
+		r.checkNothingAdmissible(r.now(), empty)
 	}
 }
 

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -110,11 +111,16 @@ func BenchmarkQueue_Enqueue(b *testing.B) {
 		keys     []string
 		batch    int
 		parallel bool
+		claim    bool // EnqueueClaiming, as the dispatcher's enqueuer: past the first 10, a backlog
 	}{
-		{"one-key", []string{"openai"}, 1, false},
-		{"line-and-tenant", []string{"openai", "tenant:acme"}, 1, false},
-		{"batch=100", []string{"openai", "tenant:acme"}, 100, false},
-		{"parallel=8", []string{"openai", "tenant:acme"}, 1, true},
+		{"one-key", []string{"openai"}, 1, false, false},
+		{"line-and-tenant", []string{"openai", "tenant:acme"}, 1, false, false},
+		{"batch=100", []string{"openai", "tenant:acme"}, 100, false, false},
+		{"parallel=8", []string{"openai", "tenant:acme"}, 1, true, false},
+		{"claiming/one-key", []string{"openai"}, 1, false, true},
+		{"claiming/line-and-tenant", []string{"openai", "tenant:acme"}, 1, false, true},
+		{"claiming/batch=100", []string{"openai", "tenant:acme"}, 100, false, true},
+		{"claiming/parallel=8", []string{"openai", "tenant:acme"}, 1, true, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			pool := testdb.Pool(b)
@@ -133,13 +139,21 @@ func BenchmarkQueue_Enqueue(b *testing.B) {
 				return n
 			}
 			var tickets atomic.Int64
+			enqueue := func() error {
+				if !c.claim {
+					_, err := q.EnqueueMany(ctx, ps)
+					return err
+				}
+				_, errs, _, err := q.EnqueueClaiming(ctx, ps, store.ClaimParams{Max: len(ps), Owner: "w"})
+				return errors.Join(append(errs, err)...)
+			}
 			from := lsn()
 			b.ResetTimer()
 			if c.parallel {
 				b.SetParallelism(8)
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						if _, err := q.EnqueueMany(ctx, ps); err != nil {
+						if err := enqueue(); err != nil {
 							b.Error(err)
 							return
 						}
@@ -148,7 +162,7 @@ func BenchmarkQueue_Enqueue(b *testing.B) {
 				})
 			} else {
 				for b.Loop() {
-					if _, err := q.EnqueueMany(ctx, ps); err != nil {
+					if err := enqueue(); err != nil {
 						b.Fatal(err)
 					}
 					tickets.Add(int64(len(ps)))

@@ -9,17 +9,18 @@ import (
 )
 
 // EnqueueClaiming writes the tickets of ps as EnqueueEach does and, in the same transaction, claims
-// the lines they were written to, as Claim does with p: a ticket whose line has no work ahead of it
-// and whose every limit has room is admitted by the commit that writes it. The tickets of p.Owner that
+// the lines they were written to that were empty (no ticket queued in them but these), as Claim does
+// with p: a ticket whose line was empty and whose every limit has room is admitted by the commit that
+// writes it. The tickets of p.Owner that
 // it admits come back running in res.Admitted, for the caller to run at once, with no claim, take or
 // notification between its write and its run: one commit on the activity's path where an enqueue and
 // a claim took two.
 //
 // It claims only those lines, and skips any that another claimer holds, as every claim does: a ticket
-// left queued (its line held, or a limit full) is the claimers' to admit, and its line's claimers are
-// notified at the commit, as after any enqueue. A line whose tickets were all admitted is not
-// notified: there is nothing new to claim in it. p.Max bounds the admissions, the line's earlier
-// tickets first; p.MaxLines is not used (every line of ps is claimed).
+// left queued (its line had a backlog or is held, or a limit is full) is the claimers' to admit, and
+// its line's claimers are notified at the commit, as after any enqueue. A line whose tickets were all
+// admitted is not notified: there is nothing new to claim in it. p.Max bounds the admissions;
+// p.MaxLines is not used (every empty line of ps is claimed).
 //
 // It costs two round trips: the BEGIN, the write, the locks of the lines and the first line's page
 // in one; the decisions, the notification and the COMMIT in the other (a line that waits on other
@@ -58,17 +59,8 @@ func (q *Queue) EnqueueClaiming(ctx context.Context, ps []EnqueueParams, p Claim
 		// Sent with the COMMIT, after the claim's decisions: the notification of the lines in which
 		// a ticket written here is still queued, and of every line when the claim passed a ticket over
 		// for a limit another claimer held (Busy): no claimer waits for that ticket otherwise.
-		ids := make([]int64, 0, len(written))
-		for _, t := range written {
-			ids = append(ids, t.ID)
-		}
-		all := []string{}
-		if c.res.Busy {
-			all = lines
-		}
-		return q.s(`SELECT count(pg_notify($1, $2 || w.line_key)) FROM (
-			SELECT line_key FROM {s}.sluice_ticket WHERE id = ANY($3) AND state = 'queued'
-			UNION SELECT unnest($4::text[])) w`), []any{NotifyChannel, q.opts.Schema + "|" + kindWork + "|", ids, all}
+		return q.s(`SELECT count(pg_notify($1, $2 || l)) FROM unnest($3::text[]) AS l`),
+			[]any{NotifyChannel, q.opts.Schema + "|" + kindWork + "|", c.linesLeft(lines, written)}
 	}); err != nil {
 		c.tx.rollback(ctx)
 		return nil, nil, ClaimResult{}, fmt.Errorf("sluice: enqueue: %w", err)
@@ -82,8 +74,7 @@ func (q *Queue) EnqueueClaiming(ctx context.Context, ps []EnqueueParams, p Claim
 func (q *Queue) readAheadOf(p ClaimParams, lines []string) *aheadPage {
 	size := min(max(p.Max, 64), maxLineScan)
 	return &aheadPage{size: size, args: []any{size, lines}, sql: q.s(`SELECT ` + ticketColumns + ` FROM {s}.sluice_ticket WHERE line_key = (
-			SELECT l.key FROM {s}.sluice_limit l
-			WHERE l.key = ANY($2) AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+			SELECT l.key FROM {s}.sluice_limit l WHERE l.key = ANY($2) AND ` + onlyOurs + `
 			ORDER BY key LIMIT 1 FOR NO KEY UPDATE OF l SKIP LOCKED)
 		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`)}
 }
@@ -93,8 +84,7 @@ func (q *Queue) readAheadOf(p ClaimParams, lines []string) *aheadPage {
 // when it is called).
 func (c *claimRun) runLines(ctx context.Context, lines []string, notify func() (string, []any)) error {
 	got, now, folded, err := c.q.lockAndTake(ctx, c.tx, c.locked, `SELECT `+limitColumns+` FROM {s}.sluice_limit l
-		WHERE key = ANY($2) AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
-		ORDER BY key FOR NO KEY UPDATE OF l SKIP LOCKED`, lines)
+		WHERE key = ANY($2) AND `+onlyOurs+` ORDER BY key FOR NO KEY UPDATE OF l SKIP LOCKED`, lines)
 	if err != nil {
 		return err
 	}
@@ -117,7 +107,41 @@ func (c *claimRun) runLines(ctx context.Context, lines []string, notify func() (
 	sql, args := notify()
 	c.tx.last = &sentFirst{sql: sql, args: args}
 	if len(got) == 0 {
-		return c.commitCheckingBusy(ctx)
+		return c.tx.commitWith(ctx, nil, "")
 	}
 	return c.store(ctx)
 }
+
+// linesLeft are the lines to wake after an enqueue's claim of lines: those of the tickets written
+// that it did not admit, refuse or remove, or every line when it was Busy.
+func (c *claimRun) linesLeft(lines []string, written map[int]Ticket) []string {
+	if c.res.Busy {
+		return lines
+	}
+	decided := make(map[int64]bool, len(c.res.Admitted)+len(c.res.Refused)+len(c.res.Expired))
+	for _, ts := range [][]Ticket{c.res.Admitted, c.res.Refused, c.res.Expired} {
+		for _, t := range ts {
+			decided[t.ID] = true
+		}
+	}
+	left := []string{}
+	for _, t := range written {
+		if !decided[t.ID] && !slices.Contains(left, t.LineKey) {
+			left = append(left, t.LineKey)
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// onlyOurs holds for a line l whose queued tickets were all written by this transaction (their rows'
+// xmin is its ID; a ticket another transaction wrote or changed since has another): an enqueue claims
+// only lines it found empty. A line with a backlog is the claimers', which its notification wakes: a
+// claim there would lock a page of tickets that wait, for each enqueue, to admit what the claimers
+// admit anyway.
+//
+// The ORDER BY has the check read the line's index from its head, where a backlog's first ticket
+// ends it, rather than scan the table for it.
+const onlyOurs = `NOT EXISTS (SELECT 1 FROM {s}.sluice_ticket t
+	WHERE t.line_key = l.key AND t.state = 'queued' AND t.xmin <> pg_current_xact_id()::xid
+	ORDER BY t.priority, t.vstart, t.seq LIMIT 1)`

@@ -91,6 +91,9 @@ type Options struct {
 	// for the tests' speed: a crash of the machine may lose or corrupt it, which a throwaway cluster
 	// does not mind.
 	Durable bool
+	// Conf are more lines for postgresql.conf, after New's own ("shared_preload_libraries =
+	// 'pg_stat_statements'").
+	Conf []string
 }
 
 // settings returns the lines New appends to postgresql.conf for these options on port, with the
@@ -99,9 +102,14 @@ func (o Options) settings(port int, dir string) string {
 	conf := fmt.Sprintf("\n# written by internal/pgcluster\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\nmax_connections = %d\n",
 		port, dir, o.MaxConnections)
 	if o.Durable {
-		return conf + "fsync = on\nsynchronous_commit = on\nfull_page_writes = on\n"
+		conf += "fsync = on\nsynchronous_commit = on\nfull_page_writes = on\n"
+	} else {
+		conf += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
 	}
-	return conf + "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+	for _, l := range o.Conf {
+		conf += l + "\n"
+	}
+	return conf
 }
 
 // Start initialises and starts a cluster, stopped and removed at the end of the test. Without
