@@ -61,9 +61,15 @@ func (l *LLM) Answer(ctx context.Context, q Question) (Answer, error) {
 }
 
 // activityOptions are the shared scenario's: Temporal's default retry policy (1 s, doubling, up to
-// 100 s, unlimited attempts) and a timeout that covers the wait in Sluice's line as well as the call.
+// 100 s, unlimited attempts), a timeout that covers the wait in Sluice's line as well as the call, and
+// a heartbeat timeout. Temporal can lose an activity task it has recorded as started (on a starved
+// server, matching hears history's answer to RecordActivityTaskStarted after its 1 s deadline; the
+// task's redelivery is then refused as already started): no worker ever sees that attempt, and only
+// a timeout ends it. The heartbeat timeout ends it in 30 s rather than 15 min. It does not cut a
+// wait in Sluice's line short: Sluice heartbeats the invocations it holds; a call takes well under it.
 func activityOptions(ctx workflow.Context, p temporal.Priority) workflow.Context {
-	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Minute, Priority: p})
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout: 30 * time.Second, Priority: p})
 }
 
 // Backfill summarises every document of one tenant at once, one activity each, on the batch task
