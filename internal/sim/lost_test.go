@@ -98,15 +98,7 @@ func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
 		return
 	}
 	r.faulted("enqueue", fault, err)
-	acts := make([]string, len(ps))
-	for i, p := range ps {
-		acts[i] = p.ActivityID
-	}
-	ids := map[string]int64{}
-	var act string
-	var id int64
-	r.eachRow("tickets", `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
-		`.sluice_ticket WHERE activity_id = ANY($1)`, []any{acts}, []any{&act, &id}, func() { ids[act] = id })
+	ids := r.ticketsOf(ps)
 	if len(ids) != 0 && len(ids) != len(ps) {
 		r.fail("an enqueue of %d tickets whose answer was lost wrote %d of them", len(ps), len(ids))
 	}
@@ -123,15 +115,7 @@ func (r *run) lostEnqueue(rep *replica, fault *faultproxy.Fault) {
 func (r *run) lostEnqueueClaim(rep *replica, fault *faultproxy.Fault) {
 	ps, ts := r.drawTickets(rep)
 	max := rapid.IntRange(1, 6).Draw(r.t, "max")
-	var (
-		written []store.Ticket
-		errs    []error
-		res     store.ClaimResult
-		err     error
-	)
-	r.folds(func() {
-		written, errs, res, err = rep.fq.EnqueueClaiming(r.ctx, ps, store.ClaimParams{Max: max, Owner: rep.id, MinRemaining: r.minRem})
-	})
+	written, errs, res, err := r.enqueueClaiming(rep, rep.fq, ps, max)
 	r.env.proxy.Disarm()
 	if err == nil {
 		r.addWritten(ps, ts, written, errs)
@@ -139,15 +123,7 @@ func (r *run) lostEnqueueClaim(rep *replica, fault *faultproxy.Fault) {
 		return
 	}
 	r.faulted("enqueueclaim", fault, err)
-	acts := make([]string, len(ps))
-	for i, p := range ps {
-		acts[i] = p.ActivityID
-	}
-	ids := map[string]int64{}
-	var act string
-	var id int64
-	r.eachRow("tickets", `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
-		`.sluice_ticket WHERE activity_id = ANY($1)`, []any{acts}, []any{&act, &id}, func() { ids[act] = id })
+	ids := r.ticketsOf(ps)
 	// Committed, the enqueue wrote every ticket naming known limits, and its claim deleted those
 	// already past their deadline: the others are all there, or none is.
 	var kept, expirable int
@@ -174,6 +150,20 @@ func (r *run) lostEnqueueClaim(rep *replica, fault *faultproxy.Fault) {
 		}
 	}
 	r.claimed(rep, r.learnClaim())
+}
+
+// ticketsOf reads the IDs of the tickets of ps in Postgres, by their activity IDs.
+func (r *run) ticketsOf(ps []store.EnqueueParams) map[string]int64 {
+	acts := make([]string, len(ps))
+	for i, p := range ps {
+		acts[i] = p.ActivityID
+	}
+	ids := map[string]int64{}
+	var act string
+	var id int64
+	r.eachRow("tickets", `SELECT activity_id, id FROM `+pgx.Identifier{r.env.schema}.Sanitize()+
+		`.sluice_ticket WHERE activity_id = ANY($1)`, []any{acts}, []any{&act, &id}, func() { ids[act] = id })
+	return ids
 }
 
 func (r *run) lostClaim(rep *replica, fault *faultproxy.Fault) {

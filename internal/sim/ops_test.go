@@ -68,15 +68,7 @@ func (r *run) enqueueClaim(rep *replica) {
 			delete(empty, t.Keys[0])
 		}
 	}
-	var (
-		written []store.Ticket
-		errs    []error
-		res     store.ClaimResult
-		err     error
-	)
-	r.folds(func() {
-		written, errs, res, err = rep.q.EnqueueClaiming(r.ctx, ps, store.ClaimParams{Max: max, Owner: rep.id, MinRemaining: r.minRem})
-	})
+	written, errs, res, err := r.enqueueClaiming(rep, rep.q, ps, max)
 	if err != nil {
 		r.fail("enqueue claiming by %s failed (no fault was injected): %v", rep.id, err)
 	}
@@ -90,6 +82,16 @@ func (r *run) enqueueClaim(rep *replica) {
 	if len(res.Admitted) < max {
 		r.checkNothingAdmissible(r.now(), empty)
 	}
+}
+
+// enqueueClaiming has rep enqueue ps through q, claiming up to max, and folds into the model the
+// ledgers its claim took.
+func (r *run) enqueueClaiming(rep *replica, q *store.Queue, ps []store.EnqueueParams, max int) (
+	written []store.Ticket, errs []error, res store.ClaimResult, err error) {
+	r.folds(func() {
+		written, errs, res, err = q.EnqueueClaiming(r.ctx, ps, store.ClaimParams{Max: max, Owner: rep.id, MinRemaining: r.minRem})
+	})
+	return written, errs, res, err
 }
 
 // addWritten adds to the model the tickets ts of ps that EnqueueClaiming wrote: each one naming a
