@@ -55,25 +55,32 @@ func (c *Claimer) loop(ctx context.Context) {
 		case !res.RetryAt.IsZero():
 			next = min(next, max(0, res.RetryAt.Sub(res.Now)))
 		}
-		for _, t := range res.Admitted {
-			c.tm.Admitted(t, res.QueueDepth[t.LineKey], c.cfg.Owner)
-			if t.State == store.TicketStateRunning && t.Owner == c.cfg.Owner {
-				c.runner.run(t) // this process's own: the claim took it, no take or notification
-			}
-		}
-		for _, t := range res.Expired {
-			c.reg.dropTicket(t, errActivityGone) // Temporal has timed the attempt out; there is nothing to report
-		}
-		for _, t := range res.Refused {
-			// A spent allowance: the claim finished the ticket with its refusal. Fail the activity
-			// at once (another replica's delivery loop retries if this fails); its owner, if not
-			// this process, forgets the invocation at its next sweep (Forgetter).
-			c.tm.Refused(t)
-			c.reg.dropTicket(t, errActivityGone) // the refusal is the attempt's outcome
-			c.deliverer.DeliverAndAck(ctx, t)
-		}
+		actOnClaim(ctx, c.deps, c.runner, c.deliverer, res)
 		if next > 0 && !waiter.Wait(ctx, onRelease, next) {
 			return
 		}
+	}
+}
+
+// actOnClaim acts on what a claim decided, the Claimer's or an enqueue's own (Enqueuer): this
+// process's tickets it admitted run at once, every admission is counted, expired tickets' invocations
+// are dropped and refusals are delivered.
+func actOnClaim(ctx context.Context, dp *deps, runner ticketRunner, deliverer recordedDeliverer, res store.ClaimResult) {
+	for _, t := range res.Admitted {
+		dp.tm.Admitted(t, res.QueueDepth[t.LineKey], dp.cfg.Owner)
+		if t.State == store.TicketStateRunning && t.Owner == dp.cfg.Owner {
+			runner.run(t) // this process's own: the claim took it, no take or notification
+		}
+	}
+	for _, t := range res.Expired {
+		dp.reg.dropTicket(t, errActivityGone) // Temporal has timed the attempt out; there is nothing to report
+	}
+	for _, t := range res.Refused {
+		// A spent allowance: the claim finished the ticket with its refusal. Fail the activity
+		// at once (another replica's delivery loop retries if this fails); its owner, if not
+		// this process, forgets the invocation at its next sweep (Forgetter).
+		dp.tm.Refused(t)
+		dp.reg.dropTicket(t, errActivityGone) // the refusal is the attempt's outcome
+		deliverer.DeliverAndAck(ctx, t)
 	}
 }

@@ -97,7 +97,7 @@ func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
 		for i, r := range part {
 			r.done <- enqueueResult{t: ts[i], err: errs[i]}
 		}
-		e.admitted(ctx, res)
+		actOnClaim(ctx, e.deps, e.runner, e.deliverer, res)
 		return nil
 	}, func(part []*enqueueRequest, err error) {
 		for _, r := range part {
@@ -105,24 +105,4 @@ func (e *Enqueuer) commit(ctx context.Context, batch []*enqueueRequest) {
 		}
 		e.checkSoon()
 	})
-}
-
-// admitted acts on what an enqueue's claim decided, as the Claimer does on a claim's: this process's
-// tickets it admitted run, the admissions of other owners' tickets (earlier in line) are counted, and
-// refusals are delivered.
-func (e *Enqueuer) admitted(ctx context.Context, res store.ClaimResult) {
-	for _, t := range res.Admitted {
-		e.tm.Admitted(t, res.QueueDepth[t.LineKey], e.cfg.Owner)
-		if t.State == store.TicketStateRunning && t.Owner == e.cfg.Owner {
-			e.runner.run(t)
-		}
-	}
-	for _, t := range res.Expired {
-		e.reg.dropTicket(t, errActivityGone)
-	}
-	for _, t := range res.Refused {
-		e.tm.Refused(t)
-		e.reg.dropTicket(t, errActivityGone)
-		e.deliverer.DeliverAndAck(ctx, t)
-	}
 }

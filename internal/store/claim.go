@@ -118,18 +118,10 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 			lines, err = c.adoptAhead(ctx, lines)
 		}
 		if err == nil {
-			err = c.prefetch(ctx, lines)
+			err = c.claimChunk(ctx, lines)
 		}
 		if err != nil {
 			return err
-		}
-		for _, line := range lines {
-			if c.budget == 0 {
-				break
-			}
-			if err := c.claimLine(ctx, line); err != nil {
-				return err
-			}
 		}
 		c.lines = append(c.lines, lines...)
 		switch left := c.p.MaxLines - len(c.lines); {
@@ -145,6 +137,23 @@ func (c *claimRun) claimLines(ctx context.Context, from string) error {
 			after, upto, chunk = "", from, min(chunk, left) // wrap round
 		default:
 			after, chunk = lines[len(lines)-1], min(2*chunk, left)
+		}
+	}
+	return nil
+}
+
+// claimChunk claims lines, a chunk this claim has locked, one after the other while budget is left,
+// their first pages read together (prefetch).
+func (c *claimRun) claimChunk(ctx context.Context, lines []string) error {
+	if err := c.prefetch(ctx, lines); err != nil {
+		return err
+	}
+	for _, line := range lines {
+		if c.budget == 0 {
+			return nil
+		}
+		if err := c.claimLine(ctx, line); err != nil {
+			return err
 		}
 	}
 	return nil

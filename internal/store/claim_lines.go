@@ -23,10 +23,15 @@ type aheadPage struct {
 // a race makes it another line (another claimer freed it between the two statements), the claim takes
 // that line too (adoptAhead).
 func (q *Queue) readAhead(p ClaimParams, from string) *aheadPage {
+	return q.aheadPageOf(p, `l.key > $2 AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')`, from)
+}
+
+// aheadPageOf is the page of a claim of p read ahead from the first line, in key order, whose limit
+// row l meets where (given arg as $2) and that no other claimer holds.
+func (q *Queue) aheadPageOf(p ClaimParams, where string, arg any) *aheadPage {
 	size := min(max(p.Max, 64), maxLineScan)
-	return &aheadPage{size: size, args: []any{size, from}, sql: q.s(`SELECT ` + ticketColumns + ` FROM {s}.sluice_ticket WHERE line_key = (
-			SELECT l.key FROM {s}.sluice_limit l
-			WHERE l.key > $2 AND EXISTS (SELECT 1 FROM {s}.sluice_ticket t WHERE t.line_key = l.key AND t.state = 'queued')
+	return &aheadPage{size: size, args: []any{size, arg}, sql: q.s(`SELECT ` + ticketColumns + ` FROM {s}.sluice_ticket WHERE line_key = (
+			SELECT l.key FROM {s}.sluice_limit l WHERE ` + where + `
 			ORDER BY key LIMIT 1 FOR NO KEY UPDATE OF l SKIP LOCKED)
 		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`)}
 }

@@ -19,21 +19,21 @@ type claimTx struct {
 	ahead *aheadPage
 	// first, when not nil, is a statement sent in the first round trip after the BEGIN and before the
 	// first statement, its rows read by first.scan: the enqueue of EnqueueClaiming.
-	first *sentFirst
+	first *sentWith
 	// last, when not nil, is a statement sent with the COMMIT, after the statement commitWith runs: the
 	// notification of EnqueueClaiming.
-	last *sentFirst
+	last *sentWith
 }
 
-// sentFirst is a statement sent ahead of (or behind) others in one round trip, and what reads its rows.
-type sentFirst struct {
+// sentWith is a statement sent with others in one round trip, and what reads its rows.
+type sentWith struct {
 	sql  string
 	args []any
 	scan func(pgx.Rows) error // nil: its rows are discarded
 }
 
 // read reads s's result from br.
-func (s *sentFirst) read(br pgx.BatchResults) error {
+func (s *sentWith) read(br pgx.BatchResults) error {
 	if s.scan == nil {
 		_, err := br.Exec()
 		return err

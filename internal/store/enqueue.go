@@ -141,6 +141,9 @@ func (q *Queue) EnqueueManyTx(ctx context.Context, tx pgx.Tx, ps []EnqueueParams
 // where one caller's bad ticket must not fail the others'. errs[i] is nil when ts[i] was written; err
 // is the whole statement's failure, when nothing was written.
 func (q *Queue) EnqueueEach(ctx context.Context, ps []EnqueueParams) (ts []Ticket, errs []error, err error) {
+	if err := checkBatch("EnqueueEach", ps); err != nil {
+		return nil, nil, err
+	}
 	ts, errs, valid, at := validateEach(ps)
 	if len(valid) == 0 {
 		return ts, errs, nil
@@ -154,6 +157,14 @@ func (q *Queue) EnqueueEach(ctx context.Context, ps []EnqueueParams) (ts []Ticke
 		return nil, nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
 	return ts, errs, nil
+}
+
+// checkBatch refuses a batch of more than MaxEnqueueBatch tickets, naming the call.
+func checkBatch(call string, ps []EnqueueParams) error {
+	if len(ps) > MaxEnqueueBatch {
+		return fmt.Errorf("sluice: %s takes at most %d tickets, got %d", call, MaxEnqueueBatch, len(ps))
+	}
+	return nil
 }
 
 // validateEach validates each ticket of ps, filling in its defaults: errs[i] is why ps[i] is
@@ -185,8 +196,8 @@ func placeWritten(ts []Ticket, errs []error, valid []EnqueueParams, at []int, wr
 }
 
 func (q *Queue) enqueueMany(ctx context.Context, db DB, ps []EnqueueParams) ([]Ticket, error) {
-	if len(ps) > MaxEnqueueBatch {
-		return nil, fmt.Errorf("sluice: EnqueueMany takes at most %d tickets, got %d", MaxEnqueueBatch, len(ps))
+	if err := checkBatch("EnqueueMany", ps); err != nil {
+		return nil, err
 	}
 	ps = slices.Clone(ps) // validate fills in defaults
 	for i := range ps {

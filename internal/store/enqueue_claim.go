@@ -11,10 +11,9 @@ import (
 // EnqueueClaiming writes the tickets of ps as EnqueueEach does and, in the same transaction, claims
 // the lines they were written to that were empty (no ticket queued in them but these), as Claim does
 // with p: a ticket whose line was empty and whose every limit has room is admitted by the commit that
-// writes it. The tickets of p.Owner that
-// it admits come back running in res.Admitted, for the caller to run at once, with no claim, take or
-// notification between its write and its run: one commit on the activity's path where an enqueue and
-// a claim took two.
+// writes it. The tickets of p.Owner that it admits come back running in res.Admitted, for the caller
+// to run at once, with no claim, take or notification between its write and its run: one commit on
+// the activity's path where an enqueue and a claim took two. ps holds at most MaxEnqueueBatch tickets.
 //
 // It claims only those lines, and skips any that another claimer holds, as every claim does: a ticket
 // left queued (its line had a backlog or is held, or a limit is full) is the claimers' to admit, and
@@ -30,6 +29,9 @@ import (
 func (q *Queue) EnqueueClaiming(ctx context.Context, ps []EnqueueParams, p ClaimParams) (ts []Ticket, errs []error, res ClaimResult, err error) {
 	p = p.withDefaults()
 	if err := p.validate(); err != nil {
+		return nil, nil, ClaimResult{}, err
+	}
+	if err := checkBatch("EnqueueClaiming", ps); err != nil {
 		return nil, nil, ClaimResult{}, err
 	}
 	ts, errs, valid, at := validateEach(ps)
@@ -51,7 +53,7 @@ func (q *Queue) EnqueueClaiming(ctx context.Context, ps []EnqueueParams, p Claim
 	var written map[int]Ticket
 	c := q.newClaimRun(conn.Conn(), p, q.readAheadOf(p, lines))
 	sql, args := q.enqueueStatement(valid, false)
-	c.tx.first = &sentFirst{sql: sql, args: args, scan: func(rows pgx.Rows) (err error) {
+	c.tx.first = &sentWith{sql: sql, args: args, scan: func(rows pgx.Rows) (err error) {
 		written, err = scanWritten(rows, len(valid))
 		return err
 	}}
@@ -69,14 +71,10 @@ func (q *Queue) EnqueueClaiming(ctx context.Context, ps []EnqueueParams, p Claim
 	return ts, errs, c.res, nil
 }
 
-// readAheadOf is the page read ahead by a claim of lines: the first of them with queued work, locked
-// by the page's own statement (see readAhead).
+// readAheadOf is the page read ahead by a claim of lines: the first of them it claims, locked by the
+// page's own statement (see readAhead).
 func (q *Queue) readAheadOf(p ClaimParams, lines []string) *aheadPage {
-	size := min(max(p.Max, 64), maxLineScan)
-	return &aheadPage{size: size, args: []any{size, lines}, sql: q.s(`SELECT ` + ticketColumns + ` FROM {s}.sluice_ticket WHERE line_key = (
-			SELECT l.key FROM {s}.sluice_limit l WHERE l.key = ANY($2) AND ` + onlyOurs + `
-			ORDER BY key LIMIT 1 FOR NO KEY UPDATE OF l SKIP LOCKED)
-		AND state = 'queued' ORDER BY priority, vstart, seq LIMIT $1 FOR UPDATE SKIP LOCKED`)}
+	return q.aheadPageOf(p, `l.key = ANY($2) AND `+onlyOurs, lines)
 }
 
 // runLines claims lines, those of them no other claimer holds, and stores the decisions. notify
@@ -92,20 +90,12 @@ func (c *claimRun) runLines(ctx context.Context, lines []string, notify func() (
 	if got, err = c.adoptAhead(ctx, got); err != nil {
 		return err
 	}
-	if err := c.prefetch(ctx, got); err != nil {
+	if err := c.claimChunk(ctx, got); err != nil {
 		return err
-	}
-	for _, line := range got {
-		if c.budget == 0 {
-			break
-		}
-		if err := c.claimLine(ctx, line); err != nil {
-			return err
-		}
 	}
 	c.lines = got
 	sql, args := notify()
-	c.tx.last = &sentFirst{sql: sql, args: args}
+	c.tx.last = &sentWith{sql: sql, args: args}
 	if len(got) == 0 {
 		return c.tx.commitWith(ctx, nil, "")
 	}

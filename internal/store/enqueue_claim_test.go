@@ -139,6 +139,8 @@ func TestQueue_EnqueueClaiming(t *testing.T) {
 	// Bad input: the claim's bounds, and a ticket's own fault, named.
 	_, _, _, err = q.EnqueueClaiming(ctx, []store.EnqueueParams{own("api")}, store.ClaimParams{Max: -1})
 	require.ErrorContains(t, err, "ClaimParams.Max")
+	_, _, _, err = q.EnqueueClaiming(ctx, make([]store.EnqueueParams, store.MaxEnqueueBatch+1), store.ClaimParams{Max: 1, Owner: "me"})
+	require.ErrorContains(t, err, "EnqueueClaiming takes at most 10000 tickets, got 10001")
 	_, errs, res, err = q.EnqueueClaiming(ctx, []store.EnqueueParams{{LimitKeys: []string{"api"}}}, store.ClaimParams{Max: 1, Owner: "me"})
 	require.NoError(t, err)
 	require.ErrorContains(t, errs[0], "EnqueueParams.Owner")
