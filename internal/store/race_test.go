@@ -119,22 +119,28 @@ func TestQueue_ClaimRace(t *testing.T) {
 		t.Fatal("the notifier never listened")
 	}
 
-	for c := range claimers {
+	// replica is a queue on a pool of its own (its own connections, as a separate replica's).
+	replica := func(maxConns int32) *store.Queue {
 		cfg := testdb.PoolConfig(t)
-		cfg.MaxConns = 3
-		cpool := testdb.PoolWith(t, cfg)
-		cq, err := store.New(cpool, store.Options{Schema: schema})
+		cfg.MaxConns = maxConns
+		rq, err := store.New(testdb.PoolWith(t, cfg), store.Options{Schema: schema})
 		require.NoError(t, err)
-		complete := func(running *sync.WaitGroup, r raceRun) {
-			running.Go(func() {
-				if err := cq.Complete(ctx, store.CompleteParams{TicketID: r.id, ActualCost: r.actual, ActualOutput: r.output}); err != nil {
-					violate("complete %d: %v", r.id, err)
-				}
-				if done.Add(1) == int64(nTickets) {
-					stop()
-				}
-			})
-		}
+		return rq
+	}
+	// complete completes r through rq in a goroutine of running's, racing the claims; the last
+	// completion ends the run.
+	complete := func(rq *store.Queue, running *sync.WaitGroup, r raceRun) {
+		running.Go(func() {
+			if err := rq.Complete(ctx, store.CompleteParams{TicketID: r.id, ActualCost: r.actual, ActualOutput: r.output}); err != nil {
+				violate("complete %d: %v", r.id, err)
+			}
+			if done.Add(1) == int64(nTickets) {
+				stop()
+			}
+		})
+	}
+	for c := range claimers {
+		cq := replica(3)
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 7))
 			waiter := notifier.ClaimWaiter()
@@ -154,7 +160,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 				kept := working[:0]
 				for _, r := range working {
 					if r.claims == 0 {
-						complete(&running, r)
+						complete(cq, &running, r)
 						continue
 					}
 					r.claims--
@@ -174,7 +180,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 				// Nothing admitted: the runs end (what they hold may be what the lines wait for), and
 				// the claimer waits as the dispatcher's does.
 				for _, r := range working {
-					complete(&running, r)
+					complete(cq, &running, r)
 				}
 				working = working[:0]
 				next := 50 * time.Millisecond // the dispatcher's poll, should a notification be lost
@@ -189,11 +195,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 	}
 	var direct atomic.Int64 // tickets their own enqueue admitted
 	for e := range enqueuers {
-		cfg := testdb.PoolConfig(t)
-		cfg.MaxConns = 2
-		epool := testdb.PoolWith(t, cfg)
-		eq, err := store.New(epool, store.Options{Schema: schema})
-		require.NoError(t, err)
+		eq := replica(2)
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(e), 11))
 			owner := fmt.Sprintf("e%d", e)
@@ -217,14 +219,7 @@ func TestQueue_ClaimRace(t *testing.T) {
 					if tk.Owner == owner {
 						direct.Add(1)
 					}
-					running.Go(func() {
-						if err := eq.Complete(ctx, store.CompleteParams{TicketID: tk.ID, ActualCost: tk.Cost, ActualOutput: tk.OutputCost}); err != nil {
-							violate("complete %d: %v", tk.ID, err)
-						}
-						if done.Add(1) == int64(nTickets) {
-							stop()
-						}
-					})
+					complete(eq, &running, raceRun{id: tk.ID, actual: tk.Cost, output: tk.OutputCost})
 				}
 			}
 		})
